@@ -1,0 +1,34 @@
+"""N+1 detector: record the queries a block makes through sqlite3, SQLAlchemy or an HTTP client, group them
+by shape, and point at the shapes repeated once per item.
+
+>>> from labkit.nplusone import watch                     # doctest: +SKIP
+>>> with watch(conn, catalog) as w:                        # doctest: +SKIP
+...     export_naive(conn, catalog, 42)
+>>> w.report                                               # doctest: +SKIP   (a table, worst shape first)
+
+Modules: ``shapes`` (normalisation), ``taps`` (how each target is listened to and timed), ``recorder``
+(``watch``), ``report`` (the value), ``render`` (text/HTML), ``budget`` (assertions for tests),
+``pytest_plugin`` (the ``query_budget`` fixture).
+"""
+
+from labkit.nplusone.budget import QueryBudgetExceeded, assert_max_queries, check_budget
+from labkit.nplusone.recorder import Watch, watch
+from labkit.nplusone.render import render_html, render_text
+from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, ShapeStats
+from labkit.nplusone.shapes import normalise_sql, normalise_url
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "Query",
+    "QueryBudgetExceeded",
+    "Report",
+    "ShapeStats",
+    "Watch",
+    "assert_max_queries",
+    "check_budget",
+    "normalise_sql",
+    "normalise_url",
+    "render_html",
+    "render_text",
+    "watch",
+]

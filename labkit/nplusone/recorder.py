@@ -1,0 +1,140 @@
+"""``watch``: record every query made through some targets during a block, function call, or start/stop span."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from labkit.errors import BadInputError
+from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
+from labkit.nplusone.taps import Tap, release, tap_for
+
+__all__ = ["Watch", "watch"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _params_repr(params: Any) -> str:
+    if params is None or params == () or params == []:
+        return ""
+    text = repr(params)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+class Watch:
+    """A query recorder over some targets; use as a context manager, a decorator, or with start()/stop().
+
+    After each block (or decorated call) the result is in ``.report`` (a ``Report``); ``.reports`` keeps
+    every report of a decorated function, most recent last, up to ``keep``. See ``watch`` for parameters.
+    """
+
+    def __init__(self, targets: tuple[Any, ...], threshold: int = DEFAULT_THRESHOLD, *, label: str = "",
+                 skip: tuple[str, ...] = (), clock: Callable[[], int] = time.perf_counter_ns,
+                 keep: int = 100) -> None:
+        if not targets:
+            raise BadInputError(
+                "watch() needs at least one target: a sqlite3.Connection, a SQLAlchemy Engine or an HTTP "
+                "client with an `observers` list, e.g. watch(conn, catalog)."
+            )
+        if not isinstance(threshold, int) or threshold < 0:
+            raise BadInputError(f"threshold={threshold!r}: expected an int >= 0 (a shape repeated more "
+                                "than `threshold` times is a suspect); the default is 5.")
+        self.targets = targets
+        self.threshold = threshold
+        self.label = label
+        self.skip = tuple(skip)
+        self.clock = clock
+        self.keep = keep
+        self.report: Report | None = None
+        self.reports: list[Report] = []
+        self._running: list[tuple[list[list[Any]], list[Tap], int]] = []
+
+    # --- start / stop -------------------------------------------------------------------------------
+    def start(self) -> Watch:
+        """Begin recording (nestable: each start needs its stop)."""
+        sink: list[list[Any]] = []
+        taps: list[Tap] = []
+        try:
+            for target in self.targets:
+                taps.append(tap_for(target, sink, self.clock, self.skip))
+        except BaseException:
+            for tap in taps:
+                release(tap, sink)
+            raise
+        self._running.append((sink, taps, self.clock()))
+        return self
+
+    def stop(self) -> Report:
+        """Stop recording and return the report (also stored in ``.report``)."""
+        if not self._running:
+            raise BadInputError("Watch.stop() called without a matching start(): call start() first, or "
+                                "use `with watch(...)` which pairs them for you.")
+        sink, taps, t0 = self._running.pop()
+        t1 = self.clock()
+        for tap in reversed(taps):
+            release(tap, sink)
+        queries = tuple(
+            Query(kind=e[0], target=e[1], statement=e[2], params=_params_repr(e[3]), shape=shape_of(e[0], e[2]),
+                  start_ns=e[4] - t0, duration_ns=e[5], site=e[6], timing=e[7])
+            for e in sink
+        )
+        report = Report(queries=queries, wall_ns=t1 - t0, threshold=self.threshold, label=self.label)
+        self.report = report
+        self.reports.append(report)
+        del self.reports[: -self.keep]
+        return report
+
+    # --- context manager ----------------------------------------------------------------------------
+    def __enter__(self) -> Watch:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- decorator ----------------------------------------------------------------------------------
+    def __call__(self, func: F) -> F:
+        """Record each call of *func*; the latest report is in ``wrapper.watch.report``."""
+        if not self.label:
+            self.label = getattr(func, "__qualname__", "")
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.start()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.stop()
+
+        wrapper.watch = self  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        state = "recording" if self._running else "idle"
+        return f"<Watch {state} targets={len(self.targets)} threshold={self.threshold}>"
+
+
+def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", skip: tuple[str, ...] = (),
+          clock: Callable[[], int] = time.perf_counter_ns) -> Watch:
+    """Record every query made through *targets*; a context manager, a decorator, or ``start()/stop()``.
+
+    Args:
+        *targets: what to listen on: ``sqlite3.Connection`` (a subclass instance such as
+            ``labkit.toyshop.db.connect``'s is timed precisely; a plain one through SQLite's trace callback and
+            progress handler — see ``labkit.nplusone.taps``), a SQLAlchemy ``Engine`` (its event hooks), and
+            HTTP clients with an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``.
+        threshold: a shape repeated more than this many times in one block is a suspect (default 5).
+        label: a name for the report (the decorator uses the function's name).
+        skip: extra path prefixes to skip when looking for the call site (your own data-access layer).
+        clock: nanosecond clock; inject a fake one in tests.
+
+    Returns:
+        A ``Watch``; its ``.report`` holds the ``Report`` once the block ends.
+
+    Example:
+        >>> with watch(conn, catalog) as w:      # doctest: +SKIP
+        ...     export_naive(conn, catalog, 42)
+        >>> w.report.suspects                   # doctest: +SKIP
+    """
+    return Watch(targets, threshold, label=label, skip=skip, clock=clock)

@@ -1,0 +1,227 @@
+"""The N+1 report: a value holding every recorded query, with shapes, totals and suspects derived from it."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.nplusone.shapes import normalise_sql, normalise_url
+
+__all__ = ["Query", "ShapeStats", "Report", "DEFAULT_THRESHOLD"]
+
+DEFAULT_THRESHOLD = 5  # more than 5 repeats of one shape in a block is a suspect (nplusone/zeal practice)
+KIND = "labkit.nplusone.report"
+VERSION = 1
+
+
+@functools.lru_cache(maxsize=4096)
+def shape_of(kind: str, statement: str) -> str:
+    """Shape of one recorded statement (``"GET http://…"`` for HTTP, SQL otherwise); cached."""
+    if kind == "http":
+        method, _, url = statement.partition(" ")
+        return normalise_url(url, method)
+    return normalise_sql(statement)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One recorded query or HTTP call.
+
+    Attributes:
+        kind: ``"sql"`` or ``"http"``.
+        target: which watched object issued it (``"sqlite"``, ``"sqlalchemy:sqlite"``, ``"http:CatalogClient"``).
+        statement: the SQL text or ``"METHOD url"`` as issued.
+        params: ``repr`` of the bound parameters ("" when none or not visible).
+        shape: the normalised statement (see ``labkit.nplusone.shapes``).
+        start_ns: start, relative to the start of the watched block.
+        duration_ns: how long it took, measured as ``timing`` says.
+        site: ``file:line`` of the code that issued it.
+        timing: ``"call"``, ``"vm"``, ``"hook"`` or ``"observer"`` (see ``labkit.nplusone.taps``).
+    """
+
+    kind: str
+    target: str
+    statement: str
+    params: str
+    shape: str
+    start_ns: int
+    duration_ns: int
+    site: str
+    timing: str
+
+
+@dataclass(frozen=True)
+class ShapeStats:
+    """All queries of one shape: how many, how long in total, and from where (most frequent site first)."""
+
+    shape: str
+    kind: str
+    count: int
+    total_ns: int
+    sites: tuple[tuple[str, int], ...]
+    suspect: bool
+
+    @property
+    def site(self) -> str:
+        """The call site that issued most of this shape's queries."""
+        return self.sites[0][0] if self.sites else "?"
+
+    @property
+    def mean_ns(self) -> float:
+        """Mean duration of one query of this shape."""
+        return self.total_ns / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a ``watch`` block saw.
+
+    Attributes:
+        queries: every query in the order issued.
+        wall_ns: wall time of the block.
+        threshold: a shape repeated more than this many times is a suspect.
+        label: free text (the function name for the decorator form).
+        fingerprint: environment fingerprint, filled when saved.
+    """
+
+    queries: tuple[Query, ...]
+    wall_ns: int
+    threshold: int = DEFAULT_THRESHOLD
+    label: str = ""
+    fingerprint: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @functools.cached_property
+    def shapes(self) -> tuple[ShapeStats, ...]:
+        """Per-shape statistics, worst first: suspects before the rest, then by total time."""
+        count: Counter[str] = Counter()
+        total: Counter[str] = Counter()
+        sites: dict[str, Counter[str]] = {}
+        kinds: dict[str, str] = {}
+        for q in self.queries:
+            count[q.shape] += 1
+            total[q.shape] += q.duration_ns
+            sites.setdefault(q.shape, Counter())[q.site] += 1
+            kinds[q.shape] = q.kind
+        stats = [
+            ShapeStats(s, kinds[s], n, total[s], tuple(sites[s].most_common()), n > self.threshold)
+            for s, n in count.items()
+        ]
+        stats.sort(key=lambda st: (not st.suspect, -st.total_ns, -st.count, st.shape))
+        return tuple(stats)
+
+    @property
+    def suspects(self) -> tuple[ShapeStats, ...]:
+        """Shapes repeated more than ``threshold`` times: N+1 candidates, worst first."""
+        return tuple(s for s in self.shapes if s.suspect)
+
+    @property
+    def count(self) -> int:
+        """Number of queries recorded."""
+        return len(self.queries)
+
+    @property
+    def query_ns(self) -> int:
+        """Wall time during which at least one query was running (overlaps counted once)."""
+        busy = 0
+        end = None
+        for q in sorted(self.queries, key=lambda q: q.start_ns):
+            s, e = q.start_ns, q.start_ns + q.duration_ns
+            if end is None or s >= end:
+                busy += e - s
+                end = e
+            elif e > end:
+                busy += e - end
+                end = e
+        return busy
+
+    @property
+    def query_share(self) -> float:
+        """Share of the block's wall time spent waiting on queries (0…1)."""
+        return min(1.0, self.query_ns / self.wall_ns) if self.wall_ns > 0 else 0.0
+
+    @property
+    def clean(self) -> bool:
+        """True when no shape is a suspect."""
+        return not self.suspects
+
+    def to_frame(self) -> Any:
+        """One row per query (pandas DataFrame), with a ``suspect`` column."""
+        import pandas as pd
+
+        cols = [f for f in Query.__dataclass_fields__]
+        bad = {s.shape for s in self.suspects}
+        frame = pd.DataFrame([asdict(q) for q in self.queries], columns=cols)
+        frame["suspect"] = frame["shape"].isin(bad)
+        return frame
+
+    def shapes_frame(self) -> Any:
+        """One row per shape, worst first (pandas DataFrame)."""
+        import pandas as pd
+
+        rows = [
+            {"shape": s.shape, "kind": s.kind, "count": s.count, "total_ns": s.total_ns, "mean_ns": s.mean_ns,
+             "site": s.site, "suspect": s.suspect}
+            for s in self.shapes
+        ]
+        return pd.DataFrame(rows, columns=["shape", "kind", "count", "total_ns", "mean_ns", "site", "suspect"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Versioned JSON-ready dict."""
+        return {
+            "kind": KIND,
+            "version": VERSION,
+            "label": self.label,
+            "threshold": self.threshold,
+            "wall_ns": self.wall_ns,
+            "queries": [asdict(q) for q in self.queries],
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """Inverse of ``to_dict``; raises BadInputError on another kind or a newer version."""
+        from labkit.errors import BadInputError
+
+        if data.get("kind") != KIND or int(data.get("version", 0)) > VERSION:
+            raise BadInputError(
+                f"not an N+1 report this labkit can read (kind={data.get('kind')!r}, version="
+                f"{data.get('version')!r}; expected kind={KIND!r}, version<={VERSION}): load it with the "
+                "matching loader or upgrade labkit."
+            )
+        return cls(
+            queries=tuple(Query(**q) for q in data["queries"]),
+            wall_ns=int(data["wall_ns"]),
+            threshold=int(data["threshold"]),
+            label=data.get("label", ""),
+            fingerprint=dict(data.get("fingerprint") or {}),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write as versioned JSON (atomically), with the environment fingerprint; returns the path."""
+        from labkit.fingerprint import fingerprint
+        from labkit.results import write_json_atomic
+
+        data = self.to_dict()
+        data["fingerprint"] = self.fingerprint or fingerprint()
+        write_json_atomic(Path(path), data)
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Report:
+        """Read a report written by ``save``."""
+        from labkit.results import read_json
+
+        return cls.from_dict(read_json(Path(path)))
+
+    def __str__(self) -> str:
+        from labkit.nplusone.render import render_text
+
+        return render_text(self)
+
+    def _repr_html_(self) -> str:
+        from labkit.nplusone.render import render_html
+
+        return render_html(self)

@@ -1,0 +1,344 @@
+"""Taps: how the recorder sees queries on each kind of target.
+
+One tap per target object, shared by every active recorder (nested ``watch`` blocks, or one per thread), and
+removed when the last recorder leaves. Each query becomes one mutable *entry* list appended to every active
+sink; the recorder freezes entries into ``Query`` values when its block ends.
+
+How each target is timed (the report's ``timing`` column says which applied):
+
+- ``"call"`` — a ``sqlite3.Connection`` *subclass* instance (such as ``labkit.toyshop.db.connect``'s): its
+  ``execute``/``executemany``/``executescript``/``cursor`` are wrapped on the instance, so a query's duration is
+  the time spent in ``execute`` plus in every later ``fetch*``/iteration step of the cursor it returned.
+  A cursor made with your own ``factory=`` is not seen.
+- ``"vm"`` — a plain ``sqlite3.Connection`` (a C type: its methods cannot be wrapped). Statements come from
+  ``set_trace_callback`` (SQLite calls it when a statement starts running, with parameters expanded), and the
+  end comes from a progress handler ticking every ``PROGRESS_OPS`` virtual-machine instructions: duration =
+  last tick − start. It excludes statement preparation, is short by up to ``PROGRESS_OPS`` instructions (a
+  statement shorter than that reads 0), and includes Python time spent between fetches of the same statement.
+  Both callbacks are SQLite's single slots: a trace callback or progress handler you set yourself is replaced
+  during the block and cleared after it.
+- ``"hook"`` — a SQLAlchemy ``Engine``: ``before/after_cursor_execute`` events; the DBAPI ``execute`` only,
+  not the fetch of rows (the ORM fetches right after).
+- ``"observer"`` — an HTTP client with an ``observers`` list (``labkit.toyshop.catalog.CatalogClient``): the
+  client's own measured duration of each call.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from labkit.errors import BadInputError
+
+__all__ = ["PROGRESS_OPS", "Tap", "tap_for", "call_site"]
+
+PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connections (resolution vs overhead)
+
+Entry = list  # [kind, target, statement, params, start_ns, duration_ns, site, timing]
+Clock = Callable[[], int]
+
+_SKIP_FILES: dict[str, bool] = {}
+_SKIP_PREFIXES: list[str] = [
+    os.path.dirname(__file__) + os.sep,
+    os.path.dirname(sqlite3.__file__) + os.sep,
+    os.path.join(os.path.dirname(os.__file__), "contextlib.py"),
+    os.path.join(os.path.dirname(os.__file__), "functools.py"),
+]
+# Transport layers of the toyshop: the caller of the client is the interesting line, not the client.
+_SKIP_SUFFIXES = (os.path.join("toyshop", "db.py"), os.path.join("toyshop", "catalog.py"))
+
+
+def _skipped(filename: str) -> bool:
+    hit = _SKIP_FILES.get(filename)
+    if hit is None:
+        if "sqlalchemy" in sys.modules and not any("sqlalchemy" in p for p in _SKIP_PREFIXES):
+            import sqlalchemy
+
+            _SKIP_PREFIXES.append(os.path.dirname(sqlalchemy.__file__) + os.sep)
+            _SKIP_FILES.clear()
+        hit = filename.startswith(tuple(_SKIP_PREFIXES)) or filename.endswith(_SKIP_SUFFIXES)
+        hit = hit or filename.startswith("<frozen ")
+        _SKIP_FILES[filename] = hit
+    return hit
+
+
+def call_site(extra_skip: tuple[str, ...] = ()) -> str:
+    """Return ``file:line`` of the first frame on the current stack outside the detector, sqlite3,
+    SQLAlchemy and the toyshop's transport modules (and outside any path starting with *extra_skip*)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not _skipped(name) and not (extra_skip and name.startswith(extra_skip)):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+class Tap:
+    """Base: fans every observed query out to the active sinks. Subclasses install/uninstall hooks."""
+
+    timing = ""
+
+    def __init__(self, target: Any, label: str) -> None:
+        self.target = target
+        self.label = label
+        self.sinks: list[tuple[list[Entry], Clock, tuple[str, ...]]] = []
+
+    def emit(self, kind: str, statement: str, params: Any, start_ns: int | None, duration_ns: int,
+             timing: str | None = None) -> Entry | None:
+        """Append one entry to every sink (start defaults to each sink's clock now − duration)."""
+        entry: Entry | None = None
+        for entries, clock, skip in self.sinks:
+            s = clock() - duration_ns if start_ns is None else start_ns
+            entry = [kind, self.label, statement, params, s, duration_ns, call_site(skip), timing or self.timing]
+            entries.append(entry)
+        return entry
+
+    def install(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def uninstall(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _TimedCursor(sqlite3.Cursor):
+    """Cursor that times execute and every later fetch of the rows, adding both to one entry."""
+
+    _lk_tap: _WrappedSqliteTap
+    _lk_entries: list[Entry] = []
+
+    def _run(self, name: str, sql: str, params: Any) -> Any:
+        tap = self._lk_tap
+        clock = tap.clock
+        t0 = clock()
+        try:
+            return getattr(super(), name)(sql, params) if params is not None else getattr(super(), name)(sql)
+        finally:
+            dur = clock() - t0
+            self._lk_entries = tap.emit_all("sql", sql, params, t0, dur)
+
+    def execute(self, sql: str, params: Any = None, /) -> _TimedCursor:  # type: ignore[override]
+        return self._run("execute", sql, params)
+
+    def executemany(self, sql: str, params: Any, /) -> _TimedCursor:  # type: ignore[override]
+        return self._run("executemany", sql, params)
+
+    def executescript(self, script: str, /) -> _TimedCursor:  # type: ignore[override]
+        return self._run("executescript", script, None)
+
+    def _timed_fetch(self, name: str, *args: Any) -> Any:
+        clock = self._lk_tap.clock
+        t0 = clock()
+        try:
+            return getattr(super(), name)(*args)
+        finally:
+            dur = clock() - t0
+            for entry in self._lk_entries:
+                entry[5] += dur
+
+    def fetchone(self) -> Any:
+        return self._timed_fetch("fetchone")
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        return self._timed_fetch("fetchmany", size if size is not None else self.arraysize)
+
+    def fetchall(self) -> list[Any]:
+        return self._timed_fetch("fetchall")
+
+    def __next__(self) -> Any:
+        return self._timed_fetch("__next__")
+
+
+class _WrappedSqliteTap(Tap):
+    """A sqlite3.Connection subclass instance: methods wrapped on the instance (timing ``"call"``)."""
+
+    timing = "call"
+    _NAMES = ("cursor", "execute", "executemany", "executescript")
+
+    def install(self) -> None:
+        conn = self.target
+        self.clock: Clock = self.sinks[0][1]
+        orig_cursor = conn.cursor
+        tap = self
+
+        def cursor(factory: Any = None) -> sqlite3.Cursor:
+            if factory is not None:
+                return orig_cursor(factory)
+            cur = orig_cursor(_TimedCursor)
+            cur._lk_tap = tap
+            return cur
+
+        def execute(sql: str, params: Any = None, /) -> sqlite3.Cursor:
+            return cursor().execute(sql, params)
+
+        def executemany(sql: str, params: Any, /) -> sqlite3.Cursor:
+            return cursor().executemany(sql, params)
+
+        def executescript(script: str, /) -> sqlite3.Cursor:
+            return cursor().executescript(script)
+
+        self._saved = {n: conn.__dict__[n] for n in self._NAMES if n in conn.__dict__}
+        conn.cursor, conn.execute, conn.executemany, conn.executescript = cursor, execute, executemany, executescript
+
+    def emit_all(self, kind: str, sql: str, params: Any, t0: int, dur: int) -> list[Entry]:
+        out = []
+        for entries, _clock, skip in self.sinks:
+            entry = [kind, self.label, sql, params, t0, dur, call_site(skip), self.timing]
+            entries.append(entry)
+            out.append(entry)
+        return out
+
+    def uninstall(self) -> None:
+        for name in self._NAMES:
+            self.target.__dict__.pop(name, None)
+        self.target.__dict__.update(self._saved)
+
+
+class _TraceSqliteTap(Tap):
+    """A plain sqlite3.Connection: trace callback + progress handler (timing ``"vm"``)."""
+
+    timing = "vm"
+
+    def install(self) -> None:
+        clock = self.sinks[0][1]
+        self._open: list[Entry] = []
+        self._last = 0
+
+        def on_trace(statement: str) -> None:
+            now = clock()
+            self._close()
+            self._last = now
+            self._open = []
+            for entries, _c, skip in self.sinks:
+                entry = ["sql", self.label, statement, None, now, 0, call_site(skip), self.timing]
+                entries.append(entry)
+                self._open.append(entry)
+
+        def on_tick() -> int:
+            self._last = clock()
+            return 0
+
+        self.target.set_trace_callback(on_trace)
+        self.target.set_progress_handler(on_tick, PROGRESS_OPS)
+
+    def _close(self) -> None:
+        for entry in self._open:
+            entry[5] = max(0, self._last - entry[4])
+        self._open = []
+
+    def flush(self) -> None:
+        """Close the statement still open (called when a recorder stops)."""
+        self._close()
+
+    def uninstall(self) -> None:
+        self._close()
+        self.target.set_trace_callback(None)
+        self.target.set_progress_handler(None, PROGRESS_OPS)
+
+
+class _EngineTap(Tap):
+    """A SQLAlchemy Engine: cursor-execute events (timing ``"hook"``)."""
+
+    timing = "hook"
+
+    def install(self) -> None:
+        from sqlalchemy import event
+
+        clock = self.sinks[0][1]
+
+        def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            conn.info.setdefault("_labkit_t0", []).append(clock())
+
+        def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            stack = conn.info.get("_labkit_t0")
+            if stack:
+                t0 = stack.pop()
+                self.emit("sql", statement, parameters, t0, clock() - t0)
+
+        def on_error(ctx: Any) -> None:
+            conn = getattr(ctx, "connection", None)
+            if conn is not None and conn.info.get("_labkit_t0"):
+                conn.info["_labkit_t0"].pop()
+
+        self._hooks = (("before_cursor_execute", before), ("after_cursor_execute", after), ("handle_error", on_error))
+        for name, fn in self._hooks:
+            event.listen(self.target, name, fn)
+
+    def uninstall(self) -> None:
+        from sqlalchemy import event
+
+        for name, fn in self._hooks:
+            event.remove(self.target, name, fn)
+
+
+class _ObserverTap(Tap):
+    """A client with an ``observers`` list of ``observer(method, url, duration_ns)`` (timing ``"observer"``)."""
+
+    timing = "observer"
+
+    def install(self) -> None:
+        def observer(method: str, url: str, duration_ns: int) -> None:
+            self.emit("http", f"{method.upper()} {url}", None, None, int(duration_ns))
+
+        self._observer = observer
+        self.target.observers.append(observer)
+
+    def uninstall(self) -> None:
+        try:
+            self.target.observers.remove(self._observer)
+        except ValueError:
+            pass
+
+
+_TAPS: dict[int, Tap] = {}
+_LOCK = threading.Lock()
+
+
+def _make_tap(target: Any) -> Tap:
+    if isinstance(target, sqlite3.Connection):
+        if hasattr(target, "__dict__"):
+            return _WrappedSqliteTap(target, "sqlite")
+        return _TraceSqliteTap(target, "sqlite")
+    if "sqlalchemy" in sys.modules:
+        from sqlalchemy.engine import Engine
+
+        engine = getattr(target, "sync_engine", target)  # AsyncEngine wraps a sync one
+        if isinstance(engine, Engine):
+            return _EngineTap(engine, f"sqlalchemy:{engine.url.get_backend_name()}")
+    if isinstance(getattr(target, "observers", None), list):
+        return _ObserverTap(target, f"http:{type(target).__name__}")
+    raise BadInputError(
+        f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
+        "it knows sqlite3.Connection, SQLAlchemy Engine, and HTTP clients with an `observers` list "
+        "(observer(method, url, duration_ns)). Pass one of those, e.g. the connection your code queries."
+    )
+
+
+def tap_for(target: Any, sink: list[Entry], clock: Clock, skip: tuple[str, ...]) -> Tap:
+    """Attach *sink* to *target*'s tap, creating and installing the tap on first use."""
+    with _LOCK:
+        key = id(getattr(target, "sync_engine", target))
+        tap = _TAPS.get(key)
+        if tap is None:
+            tap = _make_tap(target)
+            tap.sinks.append((sink, clock, skip))
+            tap.install()
+            _TAPS[key] = tap
+        else:
+            tap.sinks.append((sink, clock, skip))
+        return tap
+
+
+def release(tap: Tap, sink: list[Entry]) -> None:
+    """Detach *sink*; uninstall the tap when no sink is left."""
+    with _LOCK:
+        if isinstance(tap, _TraceSqliteTap):
+            tap.flush()
+        tap.sinks[:] = [s for s in tap.sinks if s[0] is not sink]
+        if not tap.sinks:
+            tap.uninstall()
+            _TAPS.pop(id(tap.target), None)
