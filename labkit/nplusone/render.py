@@ -9,6 +9,8 @@ import html
 import os
 from typing import TYPE_CHECKING
 
+from labkit.stats import format_duration
+
 if TYPE_CHECKING:
     from labkit.nplusone.report import Report
 
@@ -16,13 +18,6 @@ __all__ = ["render_text", "render_html", "summary_line"]
 
 
 def _fmt(ns: float) -> str:
-    try:
-        from labkit.stats import format_duration
-    except ImportError:  # the lead's stats module is optional for this renderer
-        for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-            if abs(ns) >= scale:
-                return f"{ns / scale:.3g} {unit}"
-        return f"{ns:.0f} ns"
     return format_duration(ns)
 
 

@@ -182,11 +182,11 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        """Inverse of ``to_dict``; raises BadInputError on another kind or a newer version."""
-        from labkit.errors import BadInputError
+        """Inverse of ``to_dict``; raises ResultsError on another kind or a newer version."""
+        from labkit.errors import ResultsError
 
         if data.get("kind") != KIND or int(data.get("version", 0)) > VERSION:
-            raise BadInputError(
+            raise ResultsError(
                 f"not an N+1 report this labkit can read (kind={data.get('kind')!r}, version="
                 f"{data.get('version')!r}; expected kind={KIND!r}, version<={VERSION}): load it with the "
                 "matching loader or upgrade labkit."
@@ -214,7 +214,7 @@ class Report:
         """Read a report written by ``save``."""
         from labkit.results import read_json
 
-        return cls.from_dict(read_json(Path(path)))
+        return cls.from_dict(read_json(Path(path), kind=KIND))
 
     def __str__(self) -> str:
         from labkit.nplusone.render import render_text

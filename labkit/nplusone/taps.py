@@ -68,11 +68,14 @@ def _skipped(filename: str) -> bool:
 
 def call_site(extra_skip: tuple[str, ...] = ()) -> str:
     """Return ``file:line`` of the first frame on the current stack outside the detector, sqlite3,
-    SQLAlchemy and the toyshop's transport modules (and outside any path starting with *extra_skip*)."""
+    SQLAlchemy and the toyshop's transport modules, outside any path starting with *extra_skip*, and outside
+    functions that set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers)."""
     frame = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not _skipped(name) and not (extra_skip and name.startswith(extra_skip)):
+        code = frame.f_code
+        name = code.co_filename
+        if (not _skipped(name) and not (extra_skip and name.startswith(extra_skip))
+                and "__tracebackhide__" not in code.co_varnames):
             return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"

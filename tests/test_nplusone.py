@@ -1,0 +1,394 @@
+"""labkit.nplusone: the detector on sqlite3, SQLAlchemy (ORM lazy loads) and HTTP observers; shapes; budgets."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import ForeignKey, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
+
+from labkit.errors import BadInputError
+from labkit.nplusone import (
+    QueryBudgetExceeded,
+    Report,
+    assert_max_queries,
+    check_budget,
+    normalise_sql,
+    normalise_url,
+    watch,
+)
+
+pytest_plugins = ["pytester"]  # for test_pytest_fixture
+
+HERE = Path(__file__).resolve()
+SOURCE = HERE.read_text().splitlines()
+
+
+def line_of(marker: str) -> str:
+    """``file:line`` of the one source line of this file ending with ``# <marker>``."""
+    hits = [i + 1 for i, text in enumerate(SOURCE) if text.rstrip().endswith(f"# {marker}")]
+    assert len(hits) == 1, marker
+    return f"{HERE}:{hits[0]}"
+
+
+class SubConnection(sqlite3.Connection):
+    """Like labkit.toyshop.db.connect's connections: a subclass, so methods can be wrapped per instance."""
+
+
+def make_db(factory: type[sqlite3.Connection] = sqlite3.Connection, orders: int = 12) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", factory=factory)
+    conn.executescript(
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer INT);"
+        "CREATE TABLE items(id INTEGER PRIMARY KEY, order_id INT, sku TEXT);"
+    )
+    conn.executemany("INSERT INTO orders VALUES (?, ?)", [(i, 1) for i in range(orders)])
+    conn.executemany("INSERT INTO items VALUES (?, ?, ?)", [(i, i % orders, f"s{i}") for i in range(3 * orders)])
+    return conn
+
+
+def export_naive(conn: sqlite3.Connection) -> list[tuple]:
+    orders = conn.execute("SELECT id FROM orders WHERE customer = ?", (1,)).fetchall()
+    out = []
+    for (oid,) in orders:
+        out += conn.execute("SELECT sku FROM items WHERE order_id = ?", (oid,)).fetchall()  # naive-items
+    return sorted(out)
+
+
+def export_batched(conn: sqlite3.Connection) -> list[tuple]:
+    ids = [oid for (oid,) in conn.execute("SELECT id FROM orders WHERE customer = ?", (1,))]
+    marks = ",".join("?" * len(ids))
+    return sorted(conn.execute(f"SELECT sku FROM items WHERE order_id IN ({marks})", ids).fetchall())
+
+
+# --- raw sqlite3 ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("factory, timing", [(sqlite3.Connection, "vm"), (SubConnection, "call")])
+def test_sqlite_nplusone_found_with_count_and_call_site(factory: type, timing: str) -> None:
+    # GIVEN a customer with 12 orders, WHEN the naive export runs under watch
+    conn = make_db(factory, orders=12)
+    with watch(conn) as w:
+        export_naive(conn)
+    report = w.report
+    # THEN one query for the orders and one per order, the per-order shape is the one suspect
+    assert report.count == 13
+    assert [s.shape for s in report.suspects] == ["SELECT sku FROM items WHERE order_id = ?"]
+    suspect = report.suspects[0]
+    assert suspect.count == 12
+    assert suspect.site == line_of("naive-items")
+    assert {q.timing for q in report.queries} == {timing}
+    assert all(q.duration_ns >= 0 for q in report.queries)
+    assert 0 < report.query_share <= 1
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+def test_sqlite_batched_is_clean_and_same_answer(factory: type) -> None:
+    conn = make_db(factory)
+    expected = export_naive(conn)
+    with watch(conn) as w:
+        got = export_batched(conn)
+    assert got == expected
+    assert w.report.count == 2
+    assert w.report.clean
+    assert "SELECT sku FROM items WHERE order_id IN (...)" in [s.shape for s in w.report.shapes]
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+def test_watch_restores_connection_and_nests(factory: type) -> None:
+    conn = make_db(factory)
+    with watch(conn, threshold=20) as outer:
+        conn.execute("SELECT 1")
+        with watch(conn) as inner:
+            export_naive(conn)
+    assert inner.report.count == 13 and outer.report.count == 14
+    assert inner.report.suspects and outer.report.clean  # threshold 20 > 12 repeats
+    if factory is SubConnection:
+        assert not {"execute", "cursor", "executemany", "executescript"} & set(vars(conn))
+    # after the block nothing is recorded and the connection works as before
+    with watch(conn) as again:
+        pass
+    conn.execute("SELECT 2")
+    assert again.report.count == 0
+
+
+def test_cursor_iteration_time_is_counted_on_subclass_connection() -> None:
+    ticks = iter(range(0, 10_000, 10))
+    conn = make_db(SubConnection)
+    with watch(conn, clock=lambda: next(ticks)) as w:
+        rows = list(conn.execute("SELECT sku FROM items"))
+    assert len(rows) == 36
+    (q,) = w.report.queries
+    # execute (10 ns) + 36 rows and the final StopIteration, each one fake tick of 10 ns
+    assert q.duration_ns == 10 * (1 + 36 + 1)
+
+
+def test_decorator_form_and_label() -> None:
+    conn = make_db(SubConnection)
+
+    @watch(conn)
+    def handler() -> list[tuple]:
+        return export_naive(conn)
+
+    handler()
+    handler()
+    w = handler.watch  # type: ignore[attr-defined]
+    assert len(w.reports) == 2
+    assert w.report.label.endswith("handler")
+    assert w.report.suspects[0].count == 12
+
+
+def test_rejects_unknown_target_and_bad_threshold() -> None:
+    with pytest.raises(BadInputError, match="observers"):
+        watch(object()).start()
+    with pytest.raises(BadInputError, match="threshold"):
+        watch(make_db(), threshold=-1)
+    with pytest.raises(BadInputError, match="at least one target"):
+        watch()
+
+
+# --- SQLAlchemy: an N+1 the ORM hides ---------------------------------------------------------------------
+class Base(DeclarativeBase):
+    pass
+
+
+class Customer(Base):
+    __tablename__ = "customers"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    orders: Mapped[list[Order]] = relationship(back_populates="customer")  # lazy="select": the default
+
+
+class Order(Base):
+    __tablename__ = "orders"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    customer_id: Mapped[int] = mapped_column(ForeignKey("customers.id"))
+    customer: Mapped[Customer] = relationship(back_populates="orders")
+    items: Mapped[list[Item]] = relationship()
+
+
+class Item(Base):
+    __tablename__ = "items"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"))
+    sku: Mapped[str]
+
+
+@pytest.fixture
+def engine():
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with Session(engine) as s:
+        for c in range(2):
+            cust = Customer(id=c + 1)
+            for o in range(8):
+                cust.orders.append(Order(items=[Item(sku=f"c{c}o{o}i{i}") for i in range(3)]))
+            s.add(cust)
+        s.commit()
+    yield engine
+    engine.dispose()
+
+
+def test_sqlalchemy_lazy_relationship_nplusone_found(engine) -> None:
+    with Session(engine) as s, watch(engine) as w:
+        customer = s.get(Customer, 1)
+        skus = [i.sku for o in customer.orders for i in o.items]  # orm-lazy
+    assert len(skus) == 24
+    report = w.report
+    (suspect,) = report.suspects
+    assert suspect.count == 8  # one lazy load of .items per order
+    assert "FROM items WHERE ? = items.order_id" in suspect.shape
+    assert suspect.site == line_of("orm-lazy")
+    assert report.count == 1 + 1 + 8  # customer, its orders, items per order
+    assert {q.timing for q in report.queries} == {"hook"}
+
+
+def test_sqlalchemy_selectinload_is_clean(engine) -> None:
+    stmt = select(Customer).where(Customer.id == 1).options(selectinload(Customer.orders).selectinload(Order.items))
+    with Session(engine) as s, watch(engine) as w:
+        customer = s.scalars(stmt).one()
+        skus = [i.sku for o in customer.orders for i in o.items]
+    assert len(skus) == 24
+    assert w.report.clean
+    assert w.report.count == 3
+    assert any("IN (...)" in s.shape for s in w.report.shapes)
+
+
+# --- HTTP clients with observers --------------------------------------------------------------------------
+class FakeCatalog:
+    """The observer protocol of labkit.toyshop.catalog.CatalogClient, without HTTP."""
+
+    def __init__(self, clock_step: int = 0) -> None:
+        self.observers: list = []
+
+    def _notify(self, url: str, duration_ns: int) -> None:
+        __tracebackhide__ = True  # a transport helper: the call site is its caller's caller
+        for obs in list(self.observers):
+            obs("GET", url, duration_ns)
+
+    def product(self, pid: int) -> dict:
+        __tracebackhide__ = True
+        self._notify(f"http://127.0.0.1:9/products/{pid}", 1_000)
+        return {"id": pid}
+
+    def products(self, ids: list[int]) -> list[dict]:
+        __tracebackhide__ = True
+        self._notify(f"http://127.0.0.1:9/products?ids={','.join(map(str, ids))}", 3_000)
+        return [{"id": i} for i in ids]
+
+
+def test_http_observer_shapes_and_exact_times_with_fake_clock() -> None:
+    now = [0]
+
+    def clock() -> int:
+        now[0] += 500
+        return now[0]
+
+    cat = FakeCatalog()
+    with watch(cat, clock=clock) as w:
+        for pid in range(7):
+            cat.product(pid)  # per-product
+        cat.products([1, 2, 3])
+        cat.products([4, 5])
+    assert cat.observers == []
+    report = w.report
+    shapes = {s.shape: s for s in report.shapes}
+    assert set(shapes) == {"GET /products/{id}", "GET /products?ids={ids}"}
+    assert shapes["GET /products/{id}"].count == 7 and shapes["GET /products/{id}"].suspect
+    assert shapes["GET /products/{id}"].total_ns == 7_000
+    assert shapes["GET /products/{id}"].site == line_of("per-product")
+    assert shapes["GET /products?ids={ids}"].count == 2 and not shapes["GET /products?ids={ids}"].suspect
+    # 9 observer calls + start + stop = 11 clock reads of 500 ns: block is 10 × 500 ns wide
+    assert report.wall_ns == 5_000
+    # an observed call started at clock() - duration: windows [-500, 500], [0, 1000] … [1500, 4500] ns
+    assert report.queries[0].start_ns == -500 and report.queries[-1].start_ns == 1_500
+    assert report.query_ns == 5_000 and report.query_share == 1.0
+    assert report.shapes[0].shape == "GET /products/{id}"  # suspect first
+
+
+def test_query_share_merges_overlaps() -> None:
+    from labkit.nplusone import Query
+
+    def q(start: int, dur: int) -> Query:
+        return Query("sql", "t", "s", "", "S", start, dur, "x:1", "call")
+
+    report = Report(queries=(q(0, 10), q(5, 10), q(30, 10)), wall_ns=100)
+    assert report.query_ns == 25
+    assert report.query_share == pytest.approx(0.25)
+
+
+# --- shapes -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "sql, shape",
+    [
+        ("select * from t where name = 'O''Brien' and note = 'a -- b /* c */'", "SELECT * FROM t WHERE name = ? AND note = ?"),
+        ("SELECT a FROM t WHERE x = 42 AND y = -3.5e-2 AND z = .5 AND h = 0x1F", "SELECT a FROM t WHERE x = ? AND y = ? AND z = ? AND h = ?"),
+        ("select a - 1 from t", "SELECT a - ? FROM t"),
+        ("select * from t where id in (1, 2, 3)", "SELECT * FROM t WHERE id IN (...)"),
+        ("select * from t where id IN (?,?,?,?,?,?,?,?,?,?,?,?)", "SELECT * FROM t WHERE id IN (...)"),
+        ("select * from t where id in ('a', 'b''c')", "SELECT * FROM t WHERE id IN (...)"),
+        ("SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE k = 3)", "SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE k = ?)"),
+        ("-- leading\nSELECT /* inline */ a\n  FROM   t -- trailing\n WHERE b = :b", "SELECT a FROM t WHERE b = ?"),
+        ("SeLeCt A, b FrOm T wHeRe C = %s AND d = %(d)s AND e = $1 AND f = @f", "SELECT a, b FROM t WHERE c = ? AND d = ? AND e = ? AND f = ?"),
+        ('select "Mixed ""Quoted""" from t', 'SELECT "Mixed ""Quoted""" FROM t'),
+        ("insert into t (a, b) values (1, 'x'), (2, 'y');", "INSERT INTO t(a, b) VALUES (...)"),
+        ("select count(*) from t", "SELECT count(*) FROM t"),
+    ],
+)
+def test_normalise_sql(sql: str, shape: str) -> None:
+    assert normalise_sql(sql) == shape
+
+
+def test_in_lists_of_any_length_share_a_shape() -> None:
+    shapes = {normalise_sql(f"select * from t where id in ({','.join(map(str, range(n)))})") for n in (1, 2, 50)}
+    assert len(shapes) == 1
+
+
+def test_multiline_and_case_variants_share_a_shape() -> None:
+    a = "SELECT name\n  FROM products\n WHERE id = 7"
+    b = "select   NAME from PRODUCTS where ID=8 -- by id"
+    assert normalise_sql(a) == normalise_sql(b)
+
+
+@pytest.mark.parametrize(
+    "url, shape",
+    [
+        ("http://127.0.0.1:8001/products/17", "GET /products/{id}"),
+        ("/products?ids=1,2,3", "GET /products?ids={ids}"),
+        ("/products?ids=4", "GET /products?ids={id}"),
+        ("/customers/42/export?n1=naive", "GET /customers/{id}/export?n1={v}"),
+        ("/things/550e8400-e29b-41d4-a716-446655440000", "GET /things/{id}"),
+        ("/health", "GET /health"),
+    ],
+)
+def test_normalise_url(url: str, shape: str) -> None:
+    assert normalise_url(url, "get") == shape
+
+
+# --- rendering, persistence -------------------------------------------------------------------------------
+def test_text_and_html_render_worst_first(tmp_path: Path) -> None:
+    conn = make_db(SubConnection)
+    with watch(conn) as w:
+        export_naive(conn)
+    text = str(w.report)
+    html = w.report._repr_html_()
+    assert text.index("order_id = ?") < text.index("customer = ?")
+    assert "!!" in text and "1 suspect" in text
+    assert html.index("order_id = ?") < html.index("customer = ?") and "suspect" in html
+    frame = w.report.to_frame()
+    assert len(frame) == 13 and frame["suspect"].sum() == 12
+    assert list(w.report.shapes_frame()["count"]) == [12, 1]
+    path = w.report.save(tmp_path / "r.json")
+    again = Report.load(path)
+    assert again.queries == w.report.queries and again.fingerprint
+
+
+# --- budgets ----------------------------------------------------------------------------------------------
+def test_assert_max_queries_fails_with_suspects_in_message() -> None:
+    conn = make_db(SubConnection)
+    with pytest.raises(QueryBudgetExceeded) as info:
+        with assert_max_queries(5, conn):
+            export_naive(conn)
+    message = str(info.value)
+    assert "13 queries, budget 5" in message
+    assert "12× 'SELECT sku FROM items WHERE order_id = ?'" in message
+    assert line_of("naive-items") in message
+    assert info.value.report.count == 13
+
+
+def test_assert_max_queries_passes_within_budget_and_can_forbid_suspects() -> None:
+    conn = make_db(SubConnection)
+    with assert_max_queries(2, conn) as w:
+        export_batched(conn)
+    assert w.report.count == 2
+    with pytest.raises(QueryBudgetExceeded, match="N\\+1 suspect"):
+        with assert_max_queries(None, conn, allow_suspects=False):
+            export_naive(conn)
+    check_budget(w.report, 2, allow_suspects=False)  # no raise
+
+
+def test_pytest_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('pytest_plugins = ["labkit.nplusone.pytest_plugin"]')
+    pytester.makepyfile(
+        """
+        import sqlite3
+
+        def _db():
+            c = sqlite3.connect(":memory:")
+            c.execute("create table t(id integer primary key)")
+            c.executemany("insert into t values (?)", [(i,) for i in range(10)])
+            return c
+
+        def test_loop(query_budget):
+            c = _db()
+            with query_budget(c):
+                for i in range(10):
+                    c.execute("select id from t where id = ?", (i,)).fetchone()
+
+        def test_batched(query_budget):
+            c = _db()
+            with query_budget(c, max_queries=1):
+                c.execute("select id from t where id in (1, 2, 3)").fetchall()
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*QueryBudgetExceeded*N+1 suspect*", "*10× 'SELECT id FROM t WHERE id = ?'*"])
