@@ -392,3 +392,54 @@ def test_pytest_fixture(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*QueryBudgetExceeded*N+1 suspect*", "*10× 'SELECT id FROM t WHERE id = ?'*"])
+
+
+# --- the toyshop export (in process, fake catalog) --------------------------------------------------------
+class CursorCallingConnection(sqlite3.Connection):
+    """A subclass whose execute goes through self.cursor(), as labkit.toyshop.db's does while tracking."""
+
+    def execute(self, sql: str, parameters=(), /):  # type: ignore[override]
+        return self.cursor().execute(sql, parameters)
+
+
+def test_subclass_execute_via_own_cursor_is_recorded_once() -> None:
+    conn = make_db(CursorCallingConnection)
+    with watch(conn) as w:
+        export_naive(conn)
+    assert w.report.count == 13
+
+
+@pytest.fixture(scope="module")
+def toyshop():
+    from labkit.toyshop import catalog, dataset, db
+
+    path = dataset.ensure("small")
+    conn = db.connect(path)
+    yield conn, catalog.FakeCatalog.from_db(path)
+    conn.close()
+
+
+def test_toyshop_export_naive_suspects_and_batched_clean(toyshop) -> None:
+    from labkit.toyshop import dataset, export
+    from labkit.toyshop.usage import track
+
+    conn, cat = toyshop
+    orders = dataset.LADDER[5]  # a ladder customer: 10 orders × 4 items
+    items = orders * dataset.ITEMS_PER_LADDER_ORDER
+    with track() as usage, watch(conn, cat) as w:
+        naive = export.export_naive(conn, cat, 5)
+    report = w.report
+    assert usage.db_count == 2 + orders + items  # the service's own accounting still works underneath
+    assert report.count == 2 + orders + items + items
+    counts = {s.shape: s.count for s in report.suspects}
+    assert counts == {
+        "SELECT sku, name FROM products WHERE id = ?": items,
+        "GET /products/{id}": items,
+        "SELECT line_no, product_id, quantity, unit_price_cents FROM order_items WHERE order_id = ? ORDER BY "
+        "line_no": orders,
+    }
+    assert all(s.site.rsplit(":", 1)[0].endswith("export.py") for s in report.suspects)
+    for variant in (export.export_batched, export.export_join):
+        with watch(conn, cat) as w:
+            assert variant(conn, cat, 5) == naive
+        assert w.report.clean and w.report.count <= 6

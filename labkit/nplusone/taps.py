@@ -7,9 +7,10 @@ sink; the recorder freezes entries into ``Query`` values when its block ends.
 How each target is timed (the report's ``timing`` column says which applied):
 
 - ``"call"`` — a ``sqlite3.Connection`` *subclass* instance (such as ``labkit.toyshop.db.connect``'s): its
-  ``execute``/``executemany``/``executescript``/``cursor`` are wrapped on the instance, so a query's duration is
-  the time spent in ``execute`` plus in every later ``fetch*``/iteration step of the cursor it returned.
-  A cursor made with your own ``factory=`` is not seen.
+  ``execute``/``executemany``/``executescript``/``cursor`` are wrapped on the instance (the connection's own
+  methods still run underneath), so a query's duration is the time spent in ``execute`` plus in every later
+  ``fetch*``/iteration step of the cursor it returned. The cursor handed back is a thin proxy (it is not an
+  ``isinstance`` of ``sqlite3.Cursor``); everything else is delegated to the real cursor.
 - ``"vm"`` — a plain ``sqlite3.Connection`` (a C type: its methods cannot be wrapped). Statements come from
   ``set_trace_callback`` (SQLite calls it when a statement starts running, with parameters expanded), and the
   end comes from a progress handler ticking every ``PROGRESS_OPS`` virtual-machine instructions: duration =
@@ -108,52 +109,71 @@ class Tap:
         raise NotImplementedError
 
 
-class _TimedCursor(sqlite3.Cursor):
-    """Cursor that times execute and every later fetch of the rows, adding both to one entry."""
+class _CursorProxy:
+    """Wraps a cursor: times execute* and every later fetch/iteration step, adding both to one entry.
 
-    _lk_tap: _WrappedSqliteTap
-    _lk_entries: list[Entry] = []
+    A proxy rather than a cursor subclass so that the connection's own ``execute`` (and whatever cursor
+    class it chooses, such as the toyshop's usage-accounting one) keeps working underneath.
+    """
 
-    def _run(self, name: str, sql: str, params: Any) -> Any:
-        tap = self._lk_tap
-        clock = tap.clock
+    __slots__ = ("_cur", "_tap", "_entries")
+
+    def __init__(self, cur: Any, tap: _WrappedSqliteTap, entries: list[Entry]) -> None:
+        self._cur = cur
+        self._tap = tap
+        self._entries = entries
+
+    def _exec(self, fn: Any, sql: str, args: tuple[Any, ...]) -> _CursorProxy:
+        clock = self._tap.clock
         t0 = clock()
         try:
-            return getattr(super(), name)(sql, params) if params is not None else getattr(super(), name)(sql)
+            fn(sql, *args)
         finally:
-            dur = clock() - t0
-            self._lk_entries = tap.emit_all("sql", sql, params, t0, dur)
+            self._entries = self._tap.emit_all(sql, args[0] if args else None, t0, clock() - t0)
+        return self
 
-    def execute(self, sql: str, params: Any = None, /) -> _TimedCursor:  # type: ignore[override]
-        return self._run("execute", sql, params)
+    def execute(self, sql: str, *args: Any) -> _CursorProxy:
+        return self._exec(self._cur.execute, sql, args)
 
-    def executemany(self, sql: str, params: Any, /) -> _TimedCursor:  # type: ignore[override]
-        return self._run("executemany", sql, params)
+    def executemany(self, sql: str, *args: Any) -> _CursorProxy:
+        return self._exec(self._cur.executemany, sql, args)
 
-    def executescript(self, script: str, /) -> _TimedCursor:  # type: ignore[override]
-        return self._run("executescript", script, None)
+    def executescript(self, script: str) -> _CursorProxy:
+        return self._exec(self._cur.executescript, script, ())
 
-    def _timed_fetch(self, name: str, *args: Any) -> Any:
-        clock = self._lk_tap.clock
+    def _fetch(self, fn: Any, *args: Any) -> Any:
+        clock = self._tap.clock
         t0 = clock()
         try:
-            return getattr(super(), name)(*args)
+            return fn(*args)
         finally:
             dur = clock() - t0
-            for entry in self._lk_entries:
+            for entry in self._entries:
                 entry[5] += dur
 
     def fetchone(self) -> Any:
-        return self._timed_fetch("fetchone")
+        return self._fetch(self._cur.fetchone)
 
-    def fetchmany(self, size: int | None = None) -> list[Any]:
-        return self._timed_fetch("fetchmany", size if size is not None else self.arraysize)
+    def fetchmany(self, *args: Any) -> list[Any]:
+        return self._fetch(self._cur.fetchmany, *args)
 
     def fetchall(self) -> list[Any]:
-        return self._timed_fetch("fetchall")
+        return self._fetch(self._cur.fetchall)
+
+    def __iter__(self) -> _CursorProxy:
+        return self
 
     def __next__(self) -> Any:
-        return self._timed_fetch("__next__")
+        return self._fetch(self._cur.__next__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+    def __enter__(self) -> _CursorProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cur.close()
 
 
 class _WrappedSqliteTap(Tap):
@@ -165,32 +185,41 @@ class _WrappedSqliteTap(Tap):
     def install(self) -> None:
         conn = self.target
         self.clock: Clock = self.sinks[0][1]
-        orig_cursor = conn.cursor
+        orig = {n: getattr(conn, n) for n in self._NAMES}  # bound: class methods or earlier wrappers
         tap = self
+        # The connection's own execute may call self.cursor() (the toyshop's does): that cursor must not be
+        # proxied again, or each statement would be recorded twice.
+        inside = threading.local()
 
-        def cursor(factory: Any = None) -> sqlite3.Cursor:
-            if factory is not None:
-                return orig_cursor(factory)
-            cur = orig_cursor(_TimedCursor)
-            cur._lk_tap = tap
-            return cur
+        def cursor(*args: Any, **kwargs: Any) -> Any:
+            cur = orig["cursor"](*args, **kwargs)
+            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap, [])
 
-        def execute(sql: str, params: Any = None, /) -> sqlite3.Cursor:
-            return cursor().execute(sql, params)
+        def wrap(name: str) -> Callable[..., Any]:
+            fn = orig[name]
 
-        def executemany(sql: str, params: Any, /) -> sqlite3.Cursor:
-            return cursor().executemany(sql, params)
+            def run(sql: str, *args: Any) -> Any:
+                t0 = tap.clock()
+                inside.active = True
+                try:
+                    cur = fn(sql, *args)
+                finally:
+                    inside.active = False
+                    entries = tap.emit_all(sql, args[0] if args else None, t0, tap.clock() - t0)
+                return _CursorProxy(cur, tap, entries)
 
-        def executescript(script: str, /) -> sqlite3.Cursor:
-            return cursor().executescript(script)
+            return run
 
         self._saved = {n: conn.__dict__[n] for n in self._NAMES if n in conn.__dict__}
-        conn.cursor, conn.execute, conn.executemany, conn.executescript = cursor, execute, executemany, executescript
+        conn.cursor = cursor
+        for name in self._NAMES[1:]:
+            setattr(conn, name, wrap(name))
 
-    def emit_all(self, kind: str, sql: str, params: Any, t0: int, dur: int) -> list[Entry]:
+    def emit_all(self, sql: str, params: Any, t0: int, dur: int) -> list[Entry]:
+        """Record one statement in every sink; return the entries so fetch time can be added later."""
         out = []
         for entries, _clock, skip in self.sinks:
-            entry = [kind, self.label, sql, params, t0, dur, call_site(skip), self.timing]
+            entry = ["sql", self.label, sql, params, t0, dur, call_site(skip), self.timing]
             entries.append(entry)
             out.append(entry)
         return out
