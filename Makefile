@@ -1,0 +1,36 @@
+# perflab: two commands.
+#   make lab    set up everything (first run) and open JupyterLab on 127.0.0.1 at the lab index
+#   make test   set up everything (first run) and run the whole test suite
+# Needs only Python >= 3.11 and make. PYTHON=python3.12 make lab picks another interpreter.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.perflab-installed
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+PORT   ?= 8888
+
+.PHONY: lab test setup benchmarks clean
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(ROOT_FLAG) \
+	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+	  notebooks/index.ipynb
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "perflab needs Python 3.11 or newer; run: PYTHON=python3.11 make ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+benchmarks: $(STAMP)
+	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

@@ -1,0 +1,7 @@
+"""``python -m labkit <command>`` is the same as ``labkit <command>``."""
+
+import sys
+
+from labkit.cli import main
+
+sys.exit(main())

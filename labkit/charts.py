@@ -1,0 +1,135 @@
+"""Altair chart builders over labkit's result frames, configured to render with no internet.
+
+Call :func:`enable_offline` once per notebook. It selects Altair's ``jupyter`` renderer in offline mode
+(the chart's JavaScript ships inside the ``anywidget`` package, nothing is fetched from a CDN), or the
+``svg`` renderer (drawn in Python by vl-convert) for static exports. Never the ``mimetype`` renderer:
+JupyterLab 4 cannot draw Vega-Lite 6 by itself, and that renderer breaks notebook validation.
+
+Every builder takes a result (or its ``to_frame()``) and returns an ``alt.Chart``; nothing here measures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from labkit.errors import BadInputError
+
+__all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS"]
+
+UNIT_AXIS = "time (µs)"
+
+
+def enable_offline(mode: str = "jupyter") -> str:
+    """Make every Altair chart render offline; returns the renderer name now active.
+
+    Args:
+        mode: ``"jupyter"`` (interactive, in JupyterLab) or ``"svg"`` (static pictures, for exported HTML).
+    """
+    alt.data_transformers.disable_max_rows()
+    if mode == "jupyter":
+        alt.renderers.enable("jupyter", offline=True)
+    elif mode in ("svg", "png"):
+        alt.renderers.enable(mode)
+    else:
+        raise BadInputError(f"mode must be 'jupyter' or 'svg' (or 'png'), got {mode!r}")
+    return alt.renderers.active
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    """Render a chart to SVG text in Python (vl-convert), with no browser and no network."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(chart.to_dict())
+
+
+def _frame(result: Any) -> pd.DataFrame:
+    if isinstance(result, pd.DataFrame):
+        return result
+    if hasattr(result, "to_frame"):
+        return result.to_frame()
+    raise BadInputError(f"charts take a labkit result or its to_frame() DataFrame, got {type(result).__name__}")
+
+
+def _measured(df: pd.DataFrame) -> pd.DataFrame:
+    if "ns" not in df.columns:
+        raise BadInputError(f"this frame has no 'ns' column (columns: {list(df.columns)}): pass a result's to_frame()")
+    if "phase" in df.columns:
+        df = df[df["phase"] == "measured"]
+    df = df.copy()
+    df["us"] = df["ns"] / 1e3
+    if "name" not in df.columns:
+        df["name"] = "samples"
+    return df
+
+
+def distribution(*results: Any, bins: int = 40, title: str = "Where the samples fall") -> alt.Chart:
+    """A histogram of each result's samples, one colour per name, so the spread and outliers show."""
+    df = pd.concat([_measured(_frame(r)) for r in results], ignore_index=True)
+    return alt.Chart(df, title=title).mark_bar(opacity=0.6).encode(
+        alt.X("us:Q", bin=alt.Bin(maxbins=bins), title=UNIT_AXIS),
+        alt.Y("count():Q", stack=None, title="samples"),
+        alt.Color("name:N", title=None),
+        tooltip=["name:N", "count():Q"],
+    ).properties(width=520, height=220)
+
+
+def cdf(*results: Any, log_x: bool = False, title: str = "Cumulative distribution (read percentiles off it)") -> alt.Chart:
+    """Empirical CDF of each result's samples: the x value at height 0.99 is the P99."""
+    frames = []
+    for r in results:
+        df = _measured(_frame(r))
+        for name, g in df.groupby("name", sort=False):
+            v = np.sort(g["us"].to_numpy())
+            frames.append(pd.DataFrame({"name": name, "us": v, "fraction": np.arange(1, v.size + 1) / v.size}))
+    data = pd.concat(frames, ignore_index=True)
+    scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
+    return alt.Chart(data, title=title).mark_line(interpolate="step-after").encode(
+        alt.X("us:Q", scale=scale, title=UNIT_AXIS),
+        alt.Y("fraction:Q", title="fraction of samples ≤ x", scale=alt.Scale(domain=[0, 1])),
+        alt.Color("name:N", title=None),
+        tooltip=["name:N", alt.Tooltip("us:Q", format=".3f"), alt.Tooltip("fraction:Q", format=".3f")],
+    ).properties(width=520, height=260)
+
+
+def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99),
+                    title: str = "Percentiles — the mean hides the tail") -> alt.Chart:
+    """Grouped bars of P50/P90/P99 (and the mean, for contrast) per result."""
+    rows = []
+    for r in results:
+        df = _measured(_frame(r))
+        for name, g in df.groupby("name", sort=False):
+            v = g["us"].to_numpy()
+            rows.append({"name": name, "stat": "mean", "us": float(np.mean(v)), "order": 0})
+            for i, q in enumerate(qs, 1):
+                rows.append({"name": name, "stat": f"P{q:g}", "us": float(np.percentile(v, q)), "order": i})
+    data = pd.DataFrame(rows)
+    return alt.Chart(data, title=title).mark_bar().encode(
+        alt.X("stat:N", sort=alt.SortField("order"), title=None),
+        alt.Y("us:Q", title=UNIT_AXIS),
+        alt.Color("stat:N", sort=alt.SortField("order"), legend=None),
+        alt.Column("name:N", title=None),
+        tooltip=["name:N", "stat:N", alt.Tooltip("us:Q", format=".3f")],
+    ).properties(width=160, height=220)
+
+
+def ab(comparison: Any, title: str | None = None) -> alt.LayerChart:
+    """An A/B picture: each round's samples as dots, the medians as ticks, and the ratio's interval in the title."""
+    df = _measured(comparison.to_frame())
+    lo, hi = comparison.ci
+    title = title or f"{comparison.verdict}: ratio {comparison.ratio:.3f} (95% CI {lo:.3f}–{hi:.3f})"
+    base = alt.Chart(df, title=title)
+    dots = base.mark_circle(size=28, opacity=0.5).encode(
+        alt.Y("name:N", title=None, sort=[comparison.baseline_name, comparison.candidate_name]),
+        alt.X("us:Q", title=UNIT_AXIS, scale=alt.Scale(zero=False)),
+        alt.Color("role:N", legend=None),
+        tooltip=["name:N", "round:Q", alt.Tooltip("us:Q", format=".3f")],
+    )
+    medians = base.mark_tick(thickness=3, size=26, color="black").encode(
+        alt.Y("name:N", sort=[comparison.baseline_name, comparison.candidate_name]),
+        alt.X("median(us):Q"),
+    )
+    return (dots + medians).properties(width=520, height=120)

@@ -1,0 +1,53 @@
+"""``labkit <command>``: a thin dispatcher; each command lives in its own module as ``main(argv) -> int``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from labkit.errors import LabkitError
+
+__all__ = ["main", "COMMANDS"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("labkit.doctor", "check this machine can run the labs, and say what to fix"),
+    "serve": ("labkit.service", "run the toyshop service (and its catalog) in the foreground"),
+    "data": ("labkit.toyshop.dataset", "build or check the toyshop dataset"),
+    "latency": ("labkit.latency", "measure the latency-numbers table on this machine"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
+    return f"usage: labkit <command> [options]\n\ncommands:\n{rows}\n\nlabkit <command> --help shows a command's options."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``labkit <command> …`` and return its exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"labkit: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    try:
+        module = importlib.import_module(COMMANDS[name][0])
+    except ImportError as e:
+        print(f"labkit {name}: this command is not available ({e}); reinstall labkit with `pip install -e .`",
+              file=sys.stderr)
+        return 2
+    try:
+        return int(module.main(rest) or 0)
+    except LabkitError as e:
+        print(f"labkit {name}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"labkit {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""A/B comparison with a verdict: faster, slower, the same, or too noisy to tell.
+
+Two functions are timed *interleaved* — A B, B A, A B … — so that whatever the machine does meanwhile
+(another program, a frequency change) lands on both alike. Two already-measured results (load tests, say)
+are compared the same way, as independent samples.
+
+The verdict reads the 95 % interval of the ratio of medians (candidate / baseline):
+
+* ``same``: the whole interval lies within ±``min_effect`` of 1 — any difference is too small to matter;
+* ``faster`` / ``slower``: the interval excludes 1 and the significance test agrees (p < ``alpha``);
+* ``inconclusive``: anything else — the noise is too large to tell; rerun with more rounds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from labkit.bench import Clock, _check_callable, _positive_int, _result, calibrate, time_loop
+from labkit.errors import BadInputError
+from labkit.fingerprint import fingerprint
+from labkit.results import Saveable
+from labkit.stats import format_duration, ratio_of_medians
+
+__all__ = ["Comparison", "compare", "verdict_for"]
+
+VERDICTS = ("faster", "slower", "same", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Comparison(Saveable):
+    """The outcome of :func:`compare`.
+
+    Attributes:
+        baseline_name, candidate_name: labels of A and B.
+        baseline_ns, candidate_ns: the raw samples of each side (per-call or per-request ns).
+        ratio: median(candidate) / median(baseline); below 1 means the candidate is faster.
+        ci: the 95 % bootstrap interval of ``ratio``.
+        p_value: two-sided; Wilcoxon signed-rank when paired, Mann–Whitney U otherwise.
+        verdict: ``faster``, ``slower``, ``same`` or ``inconclusive`` (the candidate relative to the baseline).
+        paired: True when A and B were measured interleaved, round by round.
+        min_effect: relative differences smaller than this count as the same.
+        alpha: the significance level.
+        warnings: what looked wrong on either side, with what to do.
+    """
+
+    KIND = "comparison"
+
+    baseline_name: str
+    candidate_name: str
+    baseline_ns: tuple[float, ...]
+    candidate_ns: tuple[float, ...]
+    ratio: float
+    ci: tuple[float, float]
+    p_value: float
+    verdict: str
+    paired: bool
+    min_effect: float = 0.05
+    alpha: float = 0.05
+    warnings: tuple[str, ...] = ()
+    fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def speedup(self) -> float:
+        """How many times faster the candidate is (baseline / candidate medians); below 1 means slower."""
+        return 1.0 / self.ratio
+
+    def summary(self) -> str:
+        """One sentence: the verdict, the ratio with its interval, and the p-value."""
+        a, b = self.baseline_name, self.candidate_name
+        lo, hi = self.ci
+        stats = f"ratio {self.ratio:.3f}, 95% CI {lo:.3f}–{hi:.3f}, p={self.p_value:.2g}"
+        if self.verdict == "faster":
+            return f"{b} is {self.speedup:.2f}× faster than {a} ({stats})"
+        if self.verdict == "slower":
+            return f"{b} is {self.ratio:.2f}× slower than {a} ({stats})"
+        if self.verdict == "same":
+            return f"no significant difference between {b} and {a}: within ±{self.min_effect:.0%} ({stats})"
+        return (f"inconclusive: too noisy to tell {b} from {a} ({stats}); rerun with more rounds, "
+                "or quieten the machine")
+
+    def to_frame(self) -> Any:
+        """Long format: side (name), role (baseline/candidate), round, ns."""
+        import pandas as pd
+
+        rows = [(self.baseline_name, "baseline", i, v) for i, v in enumerate(self.baseline_ns)]
+        rows += [(self.candidate_name, "candidate", i, v) for i, v in enumerate(self.candidate_ns)]
+        return pd.DataFrame(rows, columns=["name", "role", "round", "ns"])
+
+    def __str__(self) -> str:
+        med = (f"  {self.baseline_name}: median {format_duration(float(np.median(self.baseline_ns)))}; "
+               f"{self.candidate_name}: median {format_duration(float(np.median(self.candidate_ns)))}")
+        return "\n".join([self.summary(), med, *(f"  warning: {w}" for w in self.warnings)])
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        colour = {"faster": "#1a7f37", "slower": "#cf222e", "same": "#57606a"}.get(self.verdict, "#9a6700")
+        return (f"<div><b style='color:{colour}'>{escape(self.verdict.upper())}</b> — "
+                f"{escape(self.summary())}<pre>{escape(str(self).split(chr(10), 1)[-1])}</pre></div>")
+
+
+def verdict_for(ci: tuple[float, float], p_value: float, min_effect: float, alpha: float) -> str:
+    """The verdict rule (see the module docstring), on its own so it can be tested exactly."""
+    lo, hi = ci
+    if 1 / (1 + min_effect) <= lo and hi <= 1 + min_effect:
+        return "same"
+    if p_value < alpha and hi < 1:
+        return "faster"
+    if p_value < alpha and lo > 1:
+        return "slower"
+    return "inconclusive"
+
+
+def _samples_of(x: Any) -> np.ndarray | None:
+    s = getattr(x, "samples_ns", None)
+    return None if s is None else np.asarray(s, dtype=float)
+
+
+def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | None = None, rounds: int = 20,
+            min_effect: float = 0.05, alpha: float = 0.05, warmup: int = 2, min_sample_time: float = 0.005,
+            clock: Clock = time.perf_counter_ns, seed: int = 0) -> Comparison:
+    """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
+
+    Args:
+        baseline, candidate: two callables (timed interleaved here, each called as ``fn(*args)``), or two
+            measured results — anything with a ``samples_ns`` attribute, such as a BenchResult or a
+            load-test result — compared as independent samples.
+        names: labels for the two sides (default: function names, or "baseline"/"candidate").
+        rounds: interleaved A/B rounds (callables only); each round takes one sample of each.
+        min_effect: the relative difference below which the two count as the same (0.05 = ±5 %).
+        alpha: significance level for ``faster``/``slower``.
+        warmup, min_sample_time, clock: as in :func:`labkit.bench`.
+        seed: seeds the bootstrap, so the interval is reproducible.
+
+    Raises:
+        BadInputError: mixed inputs (a callable and a result), bad counts, or too few samples.
+    """
+    if not 0 < min_effect < 1:
+        raise BadInputError(f"min_effect must be between 0 and 1 (0.05 means ±5 %), got {min_effect!r}")
+    if not 0 < alpha < 1:
+        raise BadInputError(f"alpha must be between 0 and 1 (usually 0.05), got {alpha!r}")
+    sa, sb = _samples_of(baseline), _samples_of(candidate)
+    if sa is not None and sb is not None:
+        na, nb = names or (getattr(baseline, "name", "baseline"), getattr(candidate, "name", "candidate"))
+        warnings = tuple(getattr(baseline, "warnings", ())) + tuple(getattr(candidate, "warnings", ()))
+        return _build(str(na), str(nb), sa, sb, False, min_effect, alpha, warnings, seed)
+    if (sa is None) != (sb is None):
+        raise BadInputError(
+            "compare() needs two callables or two measured results, got one of each: pass both functions "
+            "(compare(f, g)) or both results (compare(run_a, run_b))")
+    _check_callable(baseline, "baseline")
+    _check_callable(candidate, "candidate")
+    rounds = _positive_int(rounds, "rounds", 3)
+    warmup = _positive_int(warmup, "warmup", 0)
+    if not min_sample_time > 0:
+        raise BadInputError(f"min_sample_time must be a positive number of seconds, got {min_sample_time!r}")
+    fns = (baseline, candidate)
+    loops, warm = [], []
+    for fn in fns:
+        n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
+        loops.append(n)
+        warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
+    samples: list[list[float]] = [[], []]
+    for r in range(rounds):
+        order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
+        for i in order:
+            samples[i].append(time_loop(fns[i], args, loops[i], clock) / loops[i])
+    na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
+    if na == nb:
+        na, nb = f"{na} (baseline)", f"{nb} (candidate)"
+    ra = _result(na, samples[0], loops[0], warm[0])
+    rb = _result(nb, samples[1], loops[1], warm[1])
+    return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha,
+                  ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings), seed)
+
+
+def _build(na: str, nb: str, a: np.ndarray, b: np.ndarray, paired: bool, min_effect: float, alpha: float,
+           warnings: tuple[str, ...], seed: int) -> Comparison:
+    est = ratio_of_medians(a, b, paired=paired, seed=seed)
+    verdict = verdict_for(est.ci, est.p_value, min_effect, alpha)
+    return Comparison(na, nb, tuple(map(float, a)), tuple(map(float, b)), est.ratio, est.ci, est.p_value,
+                      verdict, paired, min_effect, alpha, warnings, fingerprint())
+

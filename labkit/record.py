@@ -1,0 +1,168 @@
+"""Experiment records: the hypothesis written down first, then the measurements and the verdict.
+
+    exp = Experiment.plan("orjson for the export", "json.dumps is a third of the request; orjson is ~10×
+                          faster at encoding, so the request should take ~0.7× as long", predicted_ratio=0.7)
+    exp.save()                              # the prediction is on disk before anything is measured
+    exp = exp.conclude(labkit.compare(baseline, candidate))
+    exp.save()                              # same file, now with the numbers and the outcome
+    labkit.experiments()                    # every record in the results folder, as a DataFrame
+
+Records are JSON, written atomically, with the environment fingerprint of the machine that measured them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.compare import Comparison
+from labkit.errors import BadInputError, ResultsError
+from labkit.fingerprint import fingerprint
+from labkit.results import Saveable, read_json, results_dir, write_json_atomic
+
+__all__ = ["Experiment", "experiments"]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "experiment"
+
+
+@dataclass(frozen=True)
+class Experiment(Saveable):
+    """One experiment: what you expect and why, then what you measured and whether it held.
+
+    Attributes:
+        title: a short name.
+        hypothesis: the claim, with its napkin math, in your words.
+        predicted_ratio: the predicted candidate/baseline ratio (0.5 = twice as fast), or None.
+        planned_at, concluded_at: ISO timestamps; the plan must come before the measurement.
+        measurements: saved result dicts (comparisons, load tests …), in the order added.
+        verdict: the comparison's verdict (faster/slower/same/inconclusive), once concluded.
+        outcome: ``confirmed``, ``refuted`` or ``inconclusive`` — did the prediction hold?
+        measured_ratio: the comparison's ratio, once concluded.
+        notes: anything else worth keeping.
+        id: the record's file stem.
+    """
+
+    KIND = "experiment"
+
+    title: str
+    hypothesis: str
+    predicted_ratio: float | None = None
+    planned_at: str = ""
+    concluded_at: str | None = None
+    measurements: tuple[dict[str, Any], ...] = ()
+    verdict: str | None = None
+    outcome: str | None = None
+    measured_ratio: float | None = None
+    notes: str = ""
+    id: str = ""
+    fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def plan(cls, title: str, hypothesis: str, predicted_ratio: float | None = None, notes: str = "") -> Experiment:
+        """Write the hypothesis down before measuring.
+
+        Args:
+            title: a short name for the experiment.
+            hypothesis: what you expect and why (the napkin math).
+            predicted_ratio: candidate time / baseline time you expect (0.25 = four times faster; 1 = no change).
+        """
+        if not isinstance(title, str) or not title.strip():
+            raise BadInputError("an experiment needs a title: Experiment.plan('orjson export', '…')")
+        if not isinstance(hypothesis, str) or len(hypothesis.strip()) < 10:
+            raise BadInputError(
+                "write the hypothesis out (at least a sentence): what you expect to change, by how much, "
+                "and why — that is what the experiment tests")
+        if predicted_ratio is not None and not (isinstance(predicted_ratio, int | float) and predicted_ratio > 0):
+            raise BadInputError(f"predicted_ratio is candidate/baseline time and must be > 0, got {predicted_ratio!r}")
+        when = _now()
+        ident = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f") + "-" + _slug(title)
+        return cls(title, hypothesis.strip(), None if predicted_ratio is None else float(predicted_ratio),
+                   when, notes=notes, id=ident, fingerprint=fingerprint())
+
+    def expected_verdict(self, min_effect: float = 0.05) -> str | None:
+        """The verdict the prediction implies: faster, slower or same (None without a predicted ratio)."""
+        if self.predicted_ratio is None:
+            return None
+        if self.predicted_ratio < 1 / (1 + min_effect):
+            return "faster"
+        if self.predicted_ratio > 1 + min_effect:
+            return "slower"
+        return "same"
+
+    def add(self, result: Any) -> Experiment:
+        """Attach another measured result (anything with ``to_dict()``) and return the new record."""
+        if not hasattr(result, "to_dict"):
+            raise BadInputError(f"cannot record a {type(result).__name__}: pass a labkit result (it has to_dict())")
+        return dataclasses.replace(self, measurements=(*self.measurements, result.to_dict()))
+
+    def conclude(self, comparison: Comparison, notes: str | None = None) -> Experiment:
+        """Record the comparison that tests the hypothesis, its verdict, and whether the prediction held."""
+        if not isinstance(comparison, Comparison):
+            raise BadInputError(
+                f"conclude() takes the labkit.compare(...) result that tests the hypothesis, got "
+                f"{type(comparison).__name__}; attach other results with add()")
+        expected = self.expected_verdict(comparison.min_effect)
+        if comparison.verdict == "inconclusive":
+            outcome = "inconclusive"
+        elif expected is None:
+            outcome = None
+        else:
+            outcome = "confirmed" if comparison.verdict == expected else "refuted"
+        out = self.add(comparison)
+        return dataclasses.replace(out, verdict=comparison.verdict, outcome=outcome, measured_ratio=comparison.ratio,
+                                   concluded_at=_now(), notes=self.notes if notes is None else notes)
+
+    def summary(self) -> str:
+        """Plain text: the hypothesis, the prediction, and what happened."""
+        lines = [f"Experiment: {self.title}", f"  hypothesis: {self.hypothesis}"]
+        if self.predicted_ratio is not None:
+            lines.append(f"  predicted: candidate/baseline ≈ {self.predicted_ratio:.3g} "
+                         f"(expect '{self.expected_verdict()}')")
+        if self.concluded_at is None:
+            lines.append("  not measured yet")
+        else:
+            lines.append(f"  measured: ratio {self.measured_ratio:.3g}, verdict '{self.verdict}' "
+                         f"→ prediction {self.outcome or 'not stated'}")
+        return "\n".join(lines)
+
+    __str__ = summary
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return "<pre>" + escape(self.summary()) + "</pre>"
+
+    def save(self, folder: str | os.PathLike[str] | None = None) -> Path:  # type: ignore[override]
+        """Write the record to ``folder`` (default: :func:`labkit.results.results_dir`) as ``<id>.json``."""
+        return write_json_atomic(Path(folder or results_dir()) / f"{self.id}.json", self.to_dict())
+
+
+def experiments(folder: str | os.PathLike[str] | None = None) -> Any:
+    """Every experiment record in ``folder`` as a DataFrame, oldest first (an empty frame if there are none)."""
+    import pandas as pd
+
+    base = Path(folder or results_dir())
+    cols = ["id", "title", "planned_at", "concluded_at", "predicted_ratio", "measured_ratio", "verdict",
+            "outcome", "hypothesis", "path"]
+    if base.exists() and not base.is_dir():
+        raise ResultsError(f"{base} is a file, not a results folder: pass the folder that holds the records")
+    rows = []
+    for p in sorted(base.glob("*.json")) if base.is_dir() else []:
+        try:
+            data = read_json(p)
+        except ResultsError:
+            continue  # a foreign or damaged file is not an experiment; it never hides the others
+        if data.get("kind") == Experiment.KIND:
+            rows.append({**{c: data.get(c) for c in cols}, "path": str(p)})
+    return pd.DataFrame(rows, columns=cols).sort_values("planned_at", kind="stable").reset_index(drop=True)

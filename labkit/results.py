@@ -1,0 +1,149 @@
+"""Saving and loading result values as versioned JSON, atomically.
+
+Every result class (BenchResult, Comparison, LoadResult, Experiment…) turns itself into a plain dict with a
+``kind`` and a ``version`` key; this module only moves such dicts to and from disk. A write goes to a
+temporary file in the same folder, is flushed to disk, then renamed over the target, so a crash or a
+full disk never leaves a half-written result behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from labkit.errors import ResultsError
+
+__all__ = ["Saveable", "write_json_atomic", "read_json", "jsonable", "results_dir"]
+
+
+def jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays, tuples, paths and non-finite floats into plain JSON values."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating | float):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, rename) and return the path.
+
+    Raises:
+        ResultsError: the folder cannot be created or written, naming it and what to do.
+    """
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise ResultsError(
+            f"cannot write results to {target.parent}: {e.strerror or e}. Choose a writable folder "
+            "(pass folder=… or set PERFLAB_RESULTS=/some/writable/dir)") from e
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(jsonable(data), f, indent=1, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise ResultsError(f"writing {target} failed: {e.strerror or e}. Check free space and "
+                               "permissions, or choose another folder") from e
+        raise
+    return target
+
+
+def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str, Any]:
+    """Read a result file written by :func:`write_json_atomic`, optionally checking its ``kind``.
+
+    Raises:
+        ResultsError: the file is missing, not JSON, or holds another kind of result.
+    """
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ResultsError(f"no result file at {p}: check the path (results are saved under "
+                           f"{results_dir()} by default)") from e
+    except (OSError, ValueError) as e:
+        raise ResultsError(f"{p} is not a readable JSON result ({e}); it may be truncated or not "
+                           "written by labkit") from e
+    if kind is not None and data.get("kind") != kind:
+        raise ResultsError(f"{p} holds a {data.get('kind')!r} result, not a {kind!r}: load it with the "
+                           f"matching class")
+    return data
+
+
+def results_dir() -> Path:
+    """The default results folder: ``$PERFLAB_RESULTS``, else ``results/`` in the current folder."""
+    return Path(os.environ.get("PERFLAB_RESULTS", "results"))
+
+
+class Saveable:
+    """Mixin for frozen result dataclasses: ``to_dict``/``from_dict`` and atomic ``save``/``load``.
+
+    Subclasses set ``KIND`` (and ``VERSION`` when their fields change); tuple fields come back as tuples
+    and fields named in ``NESTED`` come back as their own result class.
+    """
+
+    KIND: ClassVar[str] = "result"
+    VERSION: ClassVar[int] = 1
+    NESTED: ClassVar[dict[str, type]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready dict with ``kind`` and ``version`` keys."""
+        body: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            body[f.name] = value.to_dict() if isinstance(value, Saveable) else value
+        return {"kind": self.KIND, "version": self.VERSION, **jsonable(body)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        """Rebuild a result from :meth:`to_dict` output, refusing another kind or a newer version."""
+        if data.get("kind") != cls.KIND:
+            raise ResultsError(f"this is a {data.get('kind')!r} result, not a {cls.KIND!r}")
+        if int(data.get("version", 0)) > cls.VERSION:
+            raise ResultsError(f"this {cls.KIND} result has format version {data['version']}, newer than "
+                               f"this labkit understands ({cls.VERSION}): upgrade labkit")
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.name in cls.NESTED and isinstance(value, dict):
+                value = cls.NESTED[f.name].from_dict(value)
+            elif str(f.type).startswith("tuple") and isinstance(value, list):
+                value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save as JSON (atomically) and return the path."""
+        return write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Any:
+        """Load a result saved with :meth:`save`."""
+        return cls.from_dict(read_json(path, kind=cls.KIND))

@@ -1,0 +1,86 @@
+import os
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit.compare import compare
+from labkit.errors import BadInputError, ResultsError
+from labkit.record import Experiment, experiments
+from labkit.results import write_json_atomic
+
+
+class Measured:
+    def __init__(self, median, seed, name):
+        self.samples_ns = np.random.default_rng(seed).lognormal(np.log(median), 0.05, 200)
+        self.name = name
+
+
+def test_plan_then_conclude_records_the_outcome(tmp_path):
+    exp = Experiment.plan("orjson", "orjson encodes about twice as fast, so the ratio should be 0.5",
+                          predicted_ratio=0.5)
+    assert exp.concluded_at is None and exp.expected_verdict() == "faster"
+    first = exp.save(tmp_path)
+    done = exp.conclude(compare(Measured(1e6, 1, "json"), Measured(0.5e6, 2, "orjson")))
+    assert done.verdict == "faster" and done.outcome == "confirmed"
+    assert done.planned_at <= done.concluded_at and len(done.measurements) == 1
+    assert done.save(tmp_path) == first  # the same record, now complete
+    back = Experiment.load(first)
+    assert back == done
+
+
+def test_a_wrong_prediction_is_refuted(tmp_path):
+    exp = Experiment.plan("cache", "a cache should make it four times faster", predicted_ratio=0.25)
+    done = exp.conclude(compare(Measured(1e6, 1, "a"), Measured(1e6, 2, "b")))
+    assert done.verdict == "same" and done.outcome == "refuted"
+    assert "refuted" in str(done)
+
+
+def test_experiments_lists_records_and_skips_foreign_files(tmp_path):
+    Experiment.plan("one", "first hypothesis written down", predicted_ratio=1.0).save(tmp_path)
+    Experiment.plan("two", "second hypothesis written down").save(tmp_path)
+    (tmp_path / "junk.json").write_text("{not json")
+    write_json_atomic(tmp_path / "other.json", {"kind": "bench"})
+    df = experiments(tmp_path)
+    assert list(df.title) == ["one", "two"]
+    assert experiments(tmp_path / "missing").empty
+
+
+def test_default_folder_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "r"))
+    p = Experiment.plan("env", "records land in PERFLAB_RESULTS").save()
+    assert p.parent == tmp_path / "r"
+    assert len(labkit.experiments()) == 1
+
+
+def test_bad_input_says_what_to_do(tmp_path):
+    with pytest.raises(BadInputError, match="write the hypothesis out"):
+        Experiment.plan("x", "faster")
+    with pytest.raises(BadInputError, match="must be > 0"):
+        Experiment.plan("x", "a proper sentence of hypothesis", predicted_ratio=-1)
+    with pytest.raises(BadInputError, match="labkit.compare"):
+        Experiment.plan("x", "a proper sentence of hypothesis").conclude("fast")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_folder_raises_results_error(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    with pytest.raises(ResultsError, match="writable"):
+        Experiment.plan("x", "a proper sentence of hypothesis").save(ro / "sub")
+
+
+def test_a_file_where_a_folder_should_be_raises_results_error(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    with pytest.raises(ResultsError, match="writable folder"):
+        Experiment.plan("x", "a proper sentence of hypothesis").save(blocker / "sub")
+
+
+def test_atomic_write_leaves_no_partial_file_on_failure(tmp_path):
+    target = tmp_path / "r.json"
+    write_json_atomic(target, {"kind": "x", "n": 1})
+    with pytest.raises(TypeError):
+        write_json_atomic(target, {"kind": "x", "bad": object()})
+    assert target.read_text().count('"n": 1') == 1  # the old file is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind

@@ -1,0 +1,106 @@
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from labkit.errors import BadInputError
+from labkit.trace import ServerTimingMetric, collect, current, format_server_timing, parse_server_timing, span
+
+
+def test_spans_with_fake_clock_are_exact(clock):
+    with collect(clock) as trace:
+        with span("parse"):
+            clock.tick(1_500)
+        with span("db"):
+            clock.tick(200_000)
+        with span("db"):
+            clock.tick(100_000)
+    assert [s.dur_ns for s in trace.spans] == [1_500, 200_000, 100_000]
+    assert trace.totals_ns() == {"parse": 1_500, "db": 300_000}
+    trace.add_metric("db", count=2)
+    assert trace.server_timing() == "parse;dur=0.002, db;dur=0.300;count=2"
+
+
+def test_span_as_decorator_sync_and_async(clock):
+    @span("compute")
+    def compute():
+        clock.tick(7)
+
+    @span("io")
+    async def io():
+        clock.tick(11)
+
+    with collect(clock) as trace:
+        compute()
+        asyncio.run(io())
+    assert trace.totals_ns() == {"compute": 7, "io": 11}
+    assert compute.__name__ == "compute"
+
+
+def test_spans_outside_a_trace_are_dropped():
+    assert current() is None
+    with span("lost"):
+        pass
+    assert current() is None
+
+
+def test_concurrent_asyncio_requests_do_not_mix():
+    async def request(name, delay):
+        with collect() as trace:
+            with span(name):
+                await asyncio.sleep(delay)
+            await asyncio.gather(child(f"{name}-child"))
+        return trace
+
+    async def child(name):
+        with span(name):
+            await asyncio.sleep(0)
+
+    async def main():
+        return await asyncio.gather(request("a", 0.01), request("b", 0.005))
+
+    ta, tb = asyncio.run(main())
+    assert [s.name for s in ta.spans] == ["a", "a-child"]
+    assert [s.name for s in tb.spans] == ["b", "b-child"]
+
+
+def test_threads_started_with_a_copied_context_record_into_the_trace():
+    with collect() as trace:
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=ctx.run, args=(lambda: span("worker").__enter__().__exit__(),))
+        t.start()
+        t.join()
+        with span("main"):
+            pass
+    names = {s.name for s in trace.spans}
+    assert names == {"worker", "main"}
+    assert len({s.thread_id for s in trace.spans}) == 2
+
+
+def test_bad_span_names_are_refused():
+    with pytest.raises(BadInputError, match="Server-Timing token"):
+        span("two words")
+
+
+def test_server_timing_round_trip_with_tricky_values():
+    metrics = [ServerTimingMetric("db", 1.25, None, {"count": "12"}),
+               ServerTimingMetric("cache", None, 'hit, "warm"', {}),
+               ServerTimingMetric("total", 3.0)]
+    header = format_server_timing(metrics)
+    assert header == 'db;dur=1.250;count=12, cache;desc="hit, \\"warm\\"", total;dur=3.000'
+    parsed = parse_server_timing(header)
+    assert parsed["db"].dur_ms == 1.25 and parsed["db"].count == 12
+    assert parsed["cache"].desc == 'hit, "warm"' and parsed["cache"].dur_ms is None
+    assert list(parsed) == ["db", "cache", "total"]
+
+
+@pytest.mark.parametrize("header, expected", [
+    ("miss, db;dur=53, app;dur=47.2", {"miss": None, "db": 53.0, "app": 47.2}),   # the W3C spec's example
+    ("cpu;dur=2.4;desc=CPU", {"cpu": 2.4}),
+    ("a;dur=x, b;dur=1", {"a": None, "b": 1.0}),                                     # bad dur is ignored
+    ("a;dur=1, a;dur=2", {"a": 1.0}),                                               # first one wins
+    ("", {}),
+])
+def test_parse_server_timing_spec_examples(header, expected):
+    assert {k: v.dur_ms for k, v in parse_server_timing(header).items()} == expected
