@@ -1,0 +1,16 @@
+"""The latency ladder, measured on this machine: probes, the table, and published references.
+
+``table()`` runs every probe and returns a :class:`LatencyTable`; each row is a :class:`Samples` holding raw
+per-operation samples, the method (the probe's docstring) and a note when the row is degraded. Probes live
+in one module per family: :mod:`~labkit.latency.memory` (caches, branch, bandwidth, compiled with numba),
+:mod:`~labkit.latency.pycost`, :mod:`~labkit.latency.osprobes`, :mod:`~labkit.latency.network`,
+:mod:`~labkit.latency.disk` and :mod:`~labkit.latency.work`.
+"""
+
+from labkit.latency._harness import Samples
+from labkit.latency.cli import main
+from labkit.latency.reference import REFERENCE_CSV, references, side_by_side
+from labkit.latency.table import PROBES, LatencyTable, format_table, ladder_frame, table
+
+__all__ = ["Samples", "LatencyTable", "table", "PROBES", "format_table", "ladder_frame", "references",
+           "side_by_side", "REFERENCE_CSV", "main"]

@@ -1,0 +1,166 @@
+"""The value every probe returns (:class:`Samples`) and the small timing helpers probes share.
+
+A probe measures one thing many times and returns raw per-operation samples, never a single number. When a
+probe cannot measure honestly on this machine (a package is missing, the kernel refuses O_DIRECT…) it returns
+a :class:`Samples` with *no* samples and a ``note`` saying why and what to do — the table shows "n/a" rather
+than a number measuring something else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import time
+import timeit
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Samples", "Clock", "unavailable", "time_each", "time_batches", "python_cost", "pinned", "method_of"]
+
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Raw per-operation samples of one row of the latency table.
+
+    Attributes:
+        key: stable identifier (``mem_l1``, ``syscall`` …), used by the reference CSV's ``probe_key``.
+        label: what a reader sees in the table ("L1 cache hit (dependent load)").
+        family: ``cpu``, ``python``, ``os``, ``io`` or ``work``.
+        samples_ns: per-operation time of every counted sample, in ns (empty when unavailable).
+        method: how it was measured, and where the probe's own overhead sits (the probe's docstring).
+        note: set when the row is degraded, approximate or unavailable; says why and what to do.
+        extra: anything else worth keeping (working-set bytes, GB/s, resident pages…).
+    """
+
+    key: str
+    label: str
+    family: str
+    samples_ns: tuple[float, ...]
+    method: str = ""
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def available(self) -> bool:
+        """True when the row holds measured samples."""
+        return len(self.samples_ns) > 0
+
+    @property
+    def median_ns(self) -> float:
+        """Median per-operation time (ns), NaN when unavailable."""
+        return float(np.median(self.samples_ns)) if self.samples_ns else float("nan")
+
+    def percentile_ns(self, q: float) -> float:
+        """The ``q``-th percentile (0–100) of the samples in ns, NaN when unavailable."""
+        return float(np.percentile(self.samples_ns, q)) if self.samples_ns else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-ready dict."""
+        return {"key": self.key, "label": self.label, "family": self.family,
+                "samples_ns": [float(v) for v in self.samples_ns], "method": self.method,
+                "note": self.note, "extra": dict(self.extra)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Samples:
+        """Rebuild from :meth:`to_dict` output."""
+        return cls(key=data["key"], label=data["label"], family=data["family"],
+                   samples_ns=tuple(float(v) for v in data.get("samples_ns") or ()),
+                   method=data.get("method", ""), note=data.get("note"), extra=dict(data.get("extra") or {}))
+
+
+def method_of(fn: Callable[..., Any]) -> str:
+    """The docstring of a probe function, cleaned: the probe's method, written once, where the code is."""
+    return inspect.cleandoc(fn.__doc__ or "")
+
+
+def unavailable(key: str, label: str, family: str, note: str, method: str = "", **extra: Any) -> Samples:
+    """A row that could not be measured here: no samples, and a note saying why and what to do."""
+    return Samples(key, label, family, (), method, note, dict(extra))
+
+
+def time_each(fn: Callable[[], Any], repeats: int, *, warmup: int = 5,
+              clock: Clock = time.perf_counter_ns) -> tuple[float, ...]:
+    """Time ``repeats`` single calls of ``fn`` after ``warmup`` uncounted ones; per-call ns.
+
+    Use for operations of a microsecond or more, where the ~100 ns of the clock reads and the Python call
+    are small beside the operation and per-call samples show the real distribution (tails included).
+    """
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        t0 = clock()
+        fn()
+        out.append(float(clock() - t0))
+    return tuple(out)
+
+
+def time_batches(fn: Callable[[], Any], *, batch: int, repeats: int, warmup: int = 1,
+                 clock: Clock = time.perf_counter_ns) -> tuple[float, ...]:
+    """Time ``repeats`` batches of ``batch`` calls of ``fn``; per-call ns of each batch (a mean per batch)."""
+    for _ in range(warmup * batch):
+        fn()
+    out = []
+    for _ in range(repeats):
+        t0 = clock()
+        for _ in range(batch):
+            fn()
+        out.append((clock() - t0) / batch)
+    return tuple(out)
+
+
+def python_cost(stmt: str, setup: str = "pass", *, number: int, repeats: int,
+                namespace: dict[str, Any] | None = None) -> tuple[tuple[float, ...], float]:
+    """Per-execution ns of ``stmt`` *net of* timeit's own loop, and that loop's cost per iteration.
+
+    Each repeat runs ``stmt`` ``number`` times in timeit's compiled loop, then an empty statement the same
+    number of times. A sample is one repeat's time per execution minus the *median* empty-loop time per
+    iteration (the median, so one disturbed empty run does not shift a sample). The subtracted loop cost
+    is returned so callers can say how big it was. Samples below zero (noise around a sub-ns statement) are
+    kept, not clamped, so the median stays honest.
+    """
+    timer = timeit.Timer(stmt, setup, globals=namespace)
+    empty = timeit.Timer("pass", setup, globals=namespace)
+    timer.timeit(max(1, number // 10))  # warm-up: specialise the bytecode, fill caches
+    empty.timeit(max(1, number // 10))
+    raw, loop = [], []
+    for _ in range(repeats):
+        raw.append(timer.timeit(number) * 1e9 / number)
+        loop.append(empty.timeit(number) * 1e9 / number)
+    base = float(np.median(loop))
+    return tuple(t - base for t in raw), base
+
+
+@contextlib.contextmanager
+def pinned(cpus: set[int] | None) -> Iterator[bool]:
+    """Pin the *calling thread* to ``cpus`` for the block, then restore; yields whether pinning happened.
+
+    On Linux, ``sched_setaffinity(0, …)`` applies to the calling thread only, so a probe can pin the two
+    ends of a hand-off to the same or to different cores. Elsewhere (or with ``cpus=None``) it does nothing.
+    """
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield False
+        return
+    old = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def usable_cpus() -> list[int]:
+    """CPUs this process may run on, sorted (falls back to ``range(os.cpu_count())``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))

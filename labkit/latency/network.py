@@ -1,0 +1,111 @@
+"""Loopback networking: a TCP round trip to an echo process, and an HTTP request to toyshop's /health."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from labkit.latency._harness import Samples, method_of, time_each, unavailable
+
+__all__ = ["tcp_loopback_rtt", "http_health"]
+
+_ECHO = r"""
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    b = c.recv(64)
+    if not b:
+        break
+    c.sendall(b)
+"""
+
+
+def tcp_loopback_rtt(*, quick: bool = False, rounds: int | None = None) -> Samples:
+    """Round trip of 1 byte over a loopback TCP connection to an echo server in another process.
+
+    Method: a child Python process accepts one connection on 127.0.0.1 and echoes what it reads
+    (``TCP_NODELAY`` on both ends, so Nagle never delays a byte). A sample is one ``sendall`` + ``recv``
+    of one byte, timed per round trip after a warm-up. The echo runs in its own process so no GIL is shared.
+    Overhead: four syscalls and two process wake-ups per round trip, plus the Python lines on each side —
+    this is a loopback floor, not a network: no NIC, no wire, no switch.
+    """
+    rounds = rounds or (500 if quick else 2000)
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    sock: socket.socket | None = None
+    try:
+        port = int(proc.stdout.readline())  # type: ignore[union-attr]
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s = sock
+
+        def once() -> None:
+            s.sendall(b"x")
+            s.recv(1)
+
+        samples = time_each(once, rounds, warmup=100)
+    finally:
+        if sock is not None:
+            sock.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return Samples("tcp_loopback_rtt", "TCP round trip over loopback (1 byte)", "io", samples,
+                   method_of(tcp_loopback_rtt), None, {"rounds": rounds})
+
+
+def _start_service() -> Any:
+    from labkit import service  # the toyshop helper's module; may not exist in a partial checkout
+
+    return service.start(size="small")
+
+
+def http_health(*, quick: bool = False, rounds: int | None = None, url: str | None = None) -> Samples:
+    """One HTTP/1.1 GET of toyshop's ``/health`` over a kept-alive loopback connection.
+
+    Method: starts toyshop with ``labkit.service.start()`` (or uses ``url`` when given), opens one
+    ``http.client`` connection, warms it up, then times each GET + full read of the response. The
+    connection is reused, so no TCP handshake is included: this is the per-request floor of the client
+    library, the loopback round trip and the server framework. Overhead: ``http.client`` parsing the
+    response in Python on this side (tens of µs), which any Python client pays.
+    Degrades (no samples, with a note) when the service cannot be imported or started.
+    """
+    method = method_of(http_health)
+    rounds = rounds or (200 if quick else 1000)
+    svc = None
+    try:
+        if url is None:
+            try:
+                svc = _start_service()
+            except Exception as e:  # ImportError, ServiceError…: this row only, never the whole table
+                return unavailable("http_health", "HTTP GET /health (toyshop, loopback)", "io",
+                                   f"toyshop could not be started ({type(e).__name__}: {e}); run "
+                                   "`labkit serve` by hand to see why, or pass url=", method)
+            url = svc.url
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=10)
+        path = (parts.path.rstrip("/") or "") + "/health"
+        try:
+            def once() -> None:
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"GET {path} answered {resp.status}")
+
+            samples = time_each(once, rounds, warmup=50, clock=time.perf_counter_ns)
+        finally:
+            conn.close()
+    finally:
+        if svc is not None:
+            svc.stop()
+    return Samples("http_health", "HTTP GET /health (toyshop, loopback)", "io", samples, method, None,
+                   {"url": url, "rounds": rounds})
