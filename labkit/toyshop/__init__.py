@@ -1,0 +1,13 @@
+"""toyshop: the bundled order service that every lab measures.
+
+Modules (import the one you need; nothing heavy is imported here, so the service starts fast):
+
+- :mod:`labkit.toyshop.dataset`: the deterministic SQLite dataset, ``ensure(size) -> Path``
+- :mod:`labkit.toyshop.db`: ``connect(path)``, a read-only ``sqlite3.Connection`` subclass
+- :mod:`labkit.toyshop.catalog`: the catalog process's app, ``CatalogClient``, ``FakeCatalog``
+- :mod:`labkit.toyshop.export`: ``export_naive`` / ``export_batched`` / ``export_join`` (one signature)
+- :mod:`labkit.toyshop.app`: the order service (Starlette); :mod:`labkit.toyshop.variants`: its switches
+- :mod:`labkit.toyshop.core`: the performance core (pricing, encoding, caching)
+
+Start both processes with :func:`labkit.service.start`.
+"""

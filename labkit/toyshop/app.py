@@ -1,0 +1,289 @@
+"""The toyshop order service: a Starlette app (served by uvicorn on 127.0.0.1, see :mod:`labkit.service`).
+
+Endpoints (all GET; see ``/openapi.json``):
+
+- ``/health``
+- ``/customers/{customer_id}/export``: a customer's orders with product details (the N+1 candidate)
+- ``/orders/{order_id}``: one order
+- ``/quote?customer_id=ID`` or ``/quote?lines=N&seed=S``: pricing by the performance core
+- ``/config/{key}``: one config value
+- ``/openapi.json``
+
+Every response carries ``Server-Timing: parse;dur=…, db;dur=…;count=<queries>, catalog;dur=…;count=<calls>,
+compute;dur=…, serialize;dur=…, wait;dur=…, total;dur=…`` (ms). ``wait`` is the time a request queued for a
+thread of the pool that runs the blocking SQLite work (the pool-sizing lesson). Every variant switch of
+:mod:`labkit.toyshop.variants` may ride as a query parameter; the ``X-Variant`` header echoes the switches a
+response was made with. Bad input → 400 ``{"error": "bad_parameter", "parameter": …, "message": …}``;
+unknown id → 404; a catalog that does not answer → 502. Never 500 on any input (fuzz-tested).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from labkit.errors import BadInputError, ServiceError
+from labkit.toyshop import usage
+from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
+from labkit.toyshop.export import EXPORTS, order_detail
+from labkit.toyshop.openapi import openapi_schema
+from labkit.toyshop.variants import REQUEST_SWITCHES, check_request_switch, resolve
+from labkit.toyshop.wiring import MEDIA_TYPES, ConfigCache, encode, quote_payload, trim_export
+from labkit.trace import ServerTimingMetric, collect, format_server_timing, span
+
+__all__ = ["create_app", "apply_gc", "MAX_QUOTE_LINES"]
+
+log = logging.getLogger("labkit.toyshop")
+_clock = time.perf_counter_ns
+MAX_QUOTE_LINES = 200_000
+_KEY = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_QUOTE_SQL = ("SELECT i.product_id, i.quantity, i.unit_price_cents, p.discount_pct, p.tax_class "
+              "FROM orders o JOIN order_items i ON i.order_id = o.id JOIN products p ON p.id = i.product_id "
+              "WHERE o.customer_id = ? ORDER BY i.id")
+
+
+class BadParam(Exception):
+    """A request parameter is missing or invalid (→ 400 naming it)."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def _int(raw: str | None, name: str, lo: int = 1, hi: int = 2**31 - 1) -> int:
+    if raw is None or raw == "":
+        raise BadParam(name, f"{name} is required: an integer {lo}–{hi}")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12 or not lo <= int(raw) <= hi:
+        raise BadParam(name, f"{name} must be an integer {lo}–{hi}, got {raw[:40]!r}")
+    return int(raw)
+
+
+def apply_gc(mode: str) -> None:
+    """Process switch ``gc``: ``tuned`` freezes every object alive now (startup state is never scanned
+    again) and raises the gen-0 threshold from 700 to 50,000 allocations; ``default`` leaves CPython's GC."""
+    if mode == "tuned":
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 20)
+
+
+class _Service:
+    """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
+
+    def __init__(self, db_path: Path, catalog: Any, settings: dict[str, Any], io_threads: int) -> None:
+        self.db_path, self.catalog, self.settings = db_path, catalog, settings
+        self.concurrent_catalog = catalog.with_concurrency(io_threads)
+        self._local = threading.local()
+        self._limiter: anyio.CapacityLimiter | None = None
+        self.config_cache = ConfigCache(self._load_config)
+
+    def conn(self) -> ToyshopConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.db_path)
+        return conn
+
+    def _load_config(self, key: str) -> str | None:
+        row = self.conn().execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def catalog_for(self, sw: Mapping[str, str]) -> Any:
+        return self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
+
+    def switches(self, request: Request, extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
+        """The request's switches (process defaults overridden by query parameters) and its other params."""
+        sw = {k: self.settings[k] for k in REQUEST_SWITCHES}
+        params: dict[str, str] = {}
+        for key in request.query_params.keys():
+            values = request.query_params.getlist(key)
+            if len(values) > 1:
+                raise BadParam(key, f"parameter {key!r} given {len(values)} times; give it once")
+            if key in REQUEST_SWITCHES:
+                try:
+                    sw[key] = check_request_switch(key, values[0])
+                except BadInputError as exc:
+                    raise BadParam(key, str(exc)) from None
+            elif key in extra:
+                params[key] = values[0]
+            else:
+                known = ", ".join((*extra, *REQUEST_SWITCHES))
+                raise BadParam(key, f"unknown parameter {key[:40]!r}; this endpoint takes {known}")
+        return sw, params
+
+    async def blocking(self, fn: Callable[[ToyshopConnection], Any]) -> Any:
+        """Run blocking SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait``."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.settings["pool"])
+        t_call = _clock()
+
+        def job() -> Any:
+            u = usage.current()
+            if u is not None:
+                u.wait_ns += _clock() - t_call
+            return fn(self.conn())
+        return await anyio.to_thread.run_sync(job, limiter=self._limiter)
+
+
+def _timing(u: usage.Usage, t0: int, spans: dict[str, int]) -> str:
+    ms = 1e-6
+    metrics = [ServerTimingMetric("parse", spans.get("parse", 0) * ms),
+               ServerTimingMetric("db", u.db_ns * ms, params={"count": str(u.db_count)}),
+               ServerTimingMetric("catalog", u.catalog_ns * ms, params={"count": str(u.catalog_count)}),
+               ServerTimingMetric("compute", spans.get("compute", 0) * ms),
+               ServerTimingMetric("serialize", spans.get("serialize", 0) * ms),
+               ServerTimingMetric("wait", u.wait_ns * ms),
+               ServerTimingMetric("total", (_clock() - t0) * ms)]
+    return format_server_timing(metrics)
+
+
+def _error(status: int, error: str, message: str, parameter: str | None = None) -> bytes:
+    body: dict[str, Any] = {"error": error, "message": message}
+    if parameter is not None:
+        body["parameter"] = parameter
+    return orjson.dumps(body)
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+async def _respond(svc: _Service, handler: Handler) -> Response:
+    """Run ``handler`` inside a trace and a usage tracker, serialize its payload, and map errors to 4xx/502."""
+    t0 = _clock()
+    ctx: dict[str, Any] = {"sw": {k: svc.settings[k] for k in REQUEST_SWITCHES}}
+    headers: dict[str, str] = {}
+    with collect() as trace, usage.track() as u:
+        try:
+            payload = await handler(ctx)
+            codec = ctx["sw"]["codec"]
+            with span("serialize"):
+                body = encode(payload, codec)
+            status, media = 200, MEDIA_TYPES[codec]
+        except BadParam as exc:
+            status, media, body = 400, "application/json", _error(400, "bad_parameter", str(exc), exc.parameter)
+        except NotFoundError as exc:
+            status, media, body = 404, "application/json", _error(404, "not_found", str(exc))
+        except ServiceError as exc:
+            status, media, body = 502, "application/json", _error(502, "catalog_unavailable", str(exc))
+        except Exception as exc:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback
+            log.exception("toyshop request failed")
+            status, media, body = 500, "application/json", _error(500, "internal", repr(exc))
+        headers["Server-Timing"] = _timing(u, t0, trace.totals_ns())
+    headers["X-Variant"] = ",".join(f"{k}={v}" for k, v in ctx["sw"].items())
+    return Response(body, status_code=status, media_type=media, headers=headers)
+
+
+def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any] | None = None,
+               io_threads: int = 4) -> Starlette:
+    """The order service as a Starlette app.
+
+    Args:
+        db_path: a toyshop SQLite file (see :func:`labkit.toyshop.dataset.ensure`).
+        catalog: a :class:`labkit.toyshop.catalog.CatalogClient` (or ``FakeCatalog`` in tests).
+        variants: process defaults for every switch of :mod:`labkit.toyshop.variants` (``pool`` and ``gc``
+            are process-only; ``gc`` is applied by the launcher, not here).
+        io_threads: how many catalog calls ``io=concurrent`` runs at once.
+    """
+    svc = _Service(Path(db_path), catalog, resolve(variants), io_threads)
+
+    async def health(request: Request) -> Response:
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                ctx["sw"], _ = svc.switches(request)
+            return {"status": "ok", "role": "toyshop", "variants": svc.settings, "dataset": str(svc.db_path)}
+        return await _respond(svc, h)
+
+    async def export(request: Request) -> Response:
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                cid = _int(request.path_params["customer_id"], "customer_id")
+                sw = ctx["sw"] = svc.switches(request)[0]
+            fn, cat = EXPORTS[sw["n1"]], svc.catalog_for(sw)
+            data = await svc.blocking(lambda conn: fn(conn, cat, cid))
+            with span("compute"):
+                return trim_export(data, sw["fields"])
+        return await _respond(svc, h)
+
+    async def order(request: Request) -> Response:
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                oid = _int(request.path_params["order_id"], "order_id")
+                sw = ctx["sw"] = svc.switches(request)[0]
+            cat = svc.catalog_for(sw)
+            data = await svc.blocking(lambda conn: order_detail(conn, cat, oid))
+            with span("compute"):
+                return trim_export(data, sw["fields"])
+        return await _respond(svc, h)
+
+    async def quote(request: Request) -> Response:
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
+                ctx["sw"] = sw
+                if ("customer_id" in params) == ("lines" in params):
+                    raise BadParam("customer_id", "give exactly one of customer_id=<id> (price that customer's "
+                                                  "order history) or lines=<n> (price n synthetic lines)")
+                seed = _int(params.get("seed", "0"), "seed", 0)
+                cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
+                n = _int(params["lines"], "lines", 0, MAX_QUOTE_LINES) if "lines" in params else None
+            rows = None
+            if cid is not None:
+                def load(conn: ToyshopConnection) -> list[tuple]:
+                    if conn.execute("SELECT 1 FROM customers WHERE id = ?", (cid,)).fetchone() is None:
+                        raise NotFoundError(f"no customer with id {cid}")
+                    return conn.execute(_QUOTE_SQL, (cid,)).fetchall()
+                rows = await svc.blocking(load)
+            with span("compute"):
+                return quote_payload(rows, n, seed, sw["layout"], sw["buffers"])
+        return await _respond(svc, h)
+
+    async def config(request: Request) -> Response:
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                key = request.path_params["key"]
+                sw = ctx["sw"] = svc.switches(request)[0]
+                if not _KEY.fullmatch(key):
+                    raise BadParam("key", f"key must be 1–128 of A-Z a-z 0-9 . _ -, got {key[:40]!r}")
+            if sw["cache"] == "local":
+                hit, value = svc.config_cache.lookup(key)  # a hit costs no query and no thread hop
+                if not hit:
+                    value = await svc.blocking(lambda conn: svc.config_cache.get(key))
+            else:
+                value = await svc.blocking(lambda conn: svc._load_config(key))
+            if value is None:
+                raise NotFoundError(f"no config key {key!r}")
+            return {"key": key, "value": value}
+        return await _respond(svc, h)
+
+    schema = orjson.dumps(openapi_schema())
+
+    async def openapi(request: Request) -> Response:
+        return Response(schema, media_type="application/json")
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        code = exc.status_code if isinstance(exc, HTTPException) else 500
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(code, "http_error")
+        msg = f"{request.method} {request.url.path}: {kind.replace('_', ' ')}; see /openapi.json for the endpoints"
+        return Response(_error(code, kind, msg), status_code=code, media_type="application/json",
+                        headers={"Server-Timing": "total;dur=0.000"})
+
+    routes = [Route("/health", health), Route("/customers/{customer_id}/export", export),
+              Route("/orders/{order_id}", order), Route("/quote", quote), Route("/config/{key}", config),
+              Route("/openapi.json", openapi)]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app.state.service = svc
+    return app

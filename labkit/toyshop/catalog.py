@@ -1,0 +1,330 @@
+"""The product catalog: a separate HTTP process, its keep-alive client, and an in-process fake.
+
+The order service asks the catalog for product details over loopback HTTP, so that an N+1 loop pays a
+real round trip per item. Endpoints (JSON):
+
+- ``GET /health``
+- ``GET /products/{id}``: one product (32 fields); 404 if unknown.
+- ``GET /products?ids=1,2,3``: a batch of at most ``max_batch`` ids (400 beyond):
+  ``{"products": [...], "missing": [...]}`` in the order asked.
+
+``delay_ms`` adds a sleep to every call: an **emulation of a farther network** (another host, another
+zone), labelled as such in the ``X-Emulated-Delay-Ms`` response header. Loopback alone costs ~50–100 µs.
+
+:class:`CatalogClient` keeps one persistent ``http.client`` connection per thread (keep-alive, TCP_NODELAY)
+and notifies every callable in its ``observers`` list after each HTTP call: ``observer(method, url,
+duration_ns)``. :class:`FakeCatalog` has the same interface without HTTP, for unit tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import http.client
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from labkit.errors import BadInputError, ServiceError
+from labkit.toyshop import usage as _usage
+
+__all__ = ["CatalogClient", "FakeCatalog", "Observer", "create_app", "load_products", "MAX_BATCH"]
+
+Observer = Callable[[str, str, int], None]
+MAX_BATCH = 100  # the server refuses larger batches; the client sends chunks of ``batch_size`` (default 50)
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_clock = time.perf_counter_ns
+
+
+def load_products(db_path: Path | str) -> dict[int, dict[str, Any]]:
+    """Every product of a toyshop database as ``{id: {field: value}}``."""
+    conn = sqlite3.connect(f"file:{Path(db_path).resolve()}?mode=ro&immutable=1", uri=True)
+    try:
+        cur = conn.execute("SELECT * FROM products ORDER BY id")
+        names = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
+    finally:
+        conn.close()
+
+
+def _json_error(status: int, parameter: str | None, message: str) -> Any:
+    from starlette.responses import Response
+
+    body = {"error": "bad_parameter" if status == 400 else "not_found", "message": message}
+    if parameter:
+        body["parameter"] = parameter
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def create_app(db_path: Path | str, *, delay_ms: float = 0.0, max_batch: int = MAX_BATCH) -> Any:
+    """The catalog as a Starlette app over the products of ``db_path``.
+
+    Args:
+        db_path: a toyshop SQLite file; products are loaded (and pre-encoded) once, at creation.
+        delay_ms: sleep added to every product call — an emulation of a farther network.
+        max_batch: the largest batch ``GET /products?ids=`` accepts.
+    """
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    if delay_ms < 0 or max_batch < 1:
+        raise BadInputError(f"catalog needs delay_ms >= 0 and max_batch >= 1 (got {delay_ms}, {max_batch})")
+    encoded = {pid: orjson.dumps(p) for pid, p in load_products(db_path).items()}
+    delay_s = delay_ms / 1000.0
+    headers = {"X-Emulated-Delay-Ms": f"{delay_ms:g}"} if delay_ms else {}
+
+    async def health(request: Any) -> Any:
+        return Response(b'{"status":"ok","role":"catalog"}', media_type="application/json")
+
+    async def one(request: Any) -> Any:
+        raw = request.path_params["product_id"]
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+            return _json_error(400, "product_id", f"product_id must be a positive integer, got {raw!r}")
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        body = encoded.get(int(raw))
+        if body is None:
+            return _json_error(404, "product_id", f"no product with id {int(raw)}")
+        return Response(body, media_type="application/json", headers=headers)
+
+    async def batch(request: Any) -> Any:
+        extra = set(request.query_params) - {"ids"}
+        if extra:
+            return _json_error(400, sorted(extra)[0], f"unknown parameter {sorted(extra)[0]!r}; use ids=1,2,3")
+        raw = request.query_params.get("ids")
+        if not raw:
+            return _json_error(400, "ids", "ids is required: a comma-separated list of product ids, e.g. ids=1,2,3")
+        parts = raw.split(",")
+        if len(parts) > max_batch:
+            return _json_error(400, "ids", f"at most {max_batch} ids per batch (got {len(parts)}); "
+                                           "split the request into chunks")
+        if not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
+            return _json_error(400, "ids", f"ids must be comma-separated positive integers, got {raw[:80]!r}")
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        found, missing = [], []
+        for p in parts:
+            body = encoded.get(int(p))
+            if body is None:
+                missing.append(int(p))
+            else:
+                found.append(body)
+        content = b'{"products":[' + b",".join(found) + b'],"missing":' + orjson.dumps(missing) + b"}"
+        return Response(content, media_type="application/json", headers=headers)
+
+    return Starlette(routes=[Route("/health", health), Route("/products/{product_id}", one),
+                             Route("/products", batch)])
+
+
+class _Base:
+    """What the real and the fake client share: observers, chunking, fan-out, usage accounting."""
+
+    def __init__(self, observers: list[Observer] | None, batch_size: int, concurrency: int) -> None:
+        if not 1 <= batch_size <= MAX_BATCH or concurrency < 1:
+            raise BadInputError(f"need 1 <= batch_size <= {MAX_BATCH} and concurrency >= 1 "
+                                f"(got batch_size={batch_size}, concurrency={concurrency})")
+        self.observers: list[Observer] = observers if observers is not None else []
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+        self._pool_lock = threading.Lock()
+
+    def _fetch(self, path: str) -> tuple[int, bytes]:
+        raise NotImplementedError
+
+    def _call(self, path: str) -> tuple[int, bytes]:
+        status, body = self._fetch(path)
+        u = _usage.current()
+        if u is not None:
+            u.add_catalog(calls=1)
+        return status, body
+
+    def with_concurrency(self, concurrency: int) -> _Base:
+        """A view of this client (same connections, observers and pools) fanning out ``concurrency`` calls."""
+        if concurrency == self.concurrency:
+            return self
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        view.concurrency = max(1, int(concurrency))
+        return view
+
+    def _map(self, fn: Callable[[Any], Any], args: list[Any]) -> list[Any]:
+        if self.concurrency == 1 or len(args) < 2:
+            return [fn(a) for a in args]
+        with self._pool_lock:
+            pool = self._pools.get(self.concurrency)
+            if pool is None:
+                pool = self._pools[self.concurrency] = ThreadPoolExecutor(self.concurrency, "catalog-io")
+        # one copied context per task: a Context cannot be entered by two threads at once
+        futures = [pool.submit(contextvars.copy_context().run, fn, a) for a in args]
+        return [f.result() for f in futures]
+
+    def _timed(self, fn: Callable[[], Any]) -> Any:
+        t0 = _clock()
+        try:
+            return fn()
+        finally:
+            u = _usage.current()
+            if u is not None:
+                u.add_catalog(_clock() - t0)
+
+    def _one(self, product_id: int) -> dict[str, Any] | None:
+        status, body = self._call(f"/products/{int(product_id)}")
+        if status == 404:
+            return None
+        if status != 200:
+            raise ServiceError(f"catalog answered {status} for product {product_id}: {body[:200]!r}")
+        return orjson.loads(body)
+
+    def _chunk(self, ids: list[int]) -> list[dict[str, Any]]:
+        status, body = self._call("/products?ids=" + ",".join(map(str, ids)))
+        if status != 200:
+            raise ServiceError(f"catalog answered {status} for a batch of {len(ids)}: {body[:200]!r}")
+        return orjson.loads(body)["products"]
+
+    def get(self, product_id: int) -> dict[str, Any] | None:
+        """One product's details (one HTTP call), or None if the catalog does not know it."""
+        return self._timed(lambda: self._one(product_id))
+
+    def get_each(self, product_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Details of each distinct id, one HTTP call per id (N+1 shape), ``concurrency`` at a time."""
+        ids = list(dict.fromkeys(int(i) for i in product_ids))
+
+        def run() -> dict[int, dict[str, Any]]:
+            return {i: p for i, p in zip(ids, self._map(self._one, ids), strict=True) if p is not None}
+        return self._timed(run)
+
+    def get_many(self, product_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Details of each distinct id via the batch endpoint, in chunks of ``batch_size``, ``concurrency``
+        chunks at a time. Unknown ids are left out of the answer."""
+        ids = list(dict.fromkeys(int(i) for i in product_ids))
+        chunks = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
+
+        def run() -> dict[int, dict[str, Any]]:
+            return {p["id"]: p for chunk in self._map(self._chunk, chunks) for p in chunk}
+        return self._timed(run)
+
+    def close(self) -> None:
+        """Release the thread pools (and connections)."""
+        with self._pool_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.shutdown(wait=False)
+
+    def __enter__(self) -> _Base:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CatalogClient(_Base):
+    """A keep-alive HTTP client for the catalog process (one persistent connection per thread).
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8101`` (loopback only).
+        observers: callables notified after every HTTP call with ``(method, url, duration_ns)``.
+        batch_size: ids per batch call (at most :data:`MAX_BATCH`).
+        concurrency: how many calls :meth:`get_many`/:meth:`get_each` run at once (1 = serial).
+        timeout: socket timeout in seconds.
+    """
+
+    def __init__(self, base_url: str, *, observers: list[Observer] | None = None, batch_size: int = 50,
+                 concurrency: int = 1, timeout: float = 10.0) -> None:
+        super().__init__(observers, batch_size, concurrency)
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or parts.hostname not in _LOOPBACK or parts.port is None:
+            raise BadInputError(f"catalog base_url must be http://127.0.0.1:<port> (loopback only), got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._host, self._port, self.timeout = parts.hostname, parts.port, timeout
+        self._local = threading.local()
+        self._conns: list[http.client.HTTPConnection] = []
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            with self._pool_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _fetch(self, path: str) -> tuple[int, bytes]:
+        for attempt in (0, 1):
+            conn = self._conn()
+            t0 = _clock()
+            try:
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                body = resp.read()
+            except (http.client.HTTPException, ConnectionError, TimeoutError, OSError) as exc:
+                conn.close()  # a kept-alive connection the server closed: reconnect once
+                if attempt or not isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError |
+                                             BrokenPipeError | http.client.CannotSendRequest):
+                    raise ServiceError(f"catalog at {self.base_url} did not answer GET {path}: {exc!r}. Is it "
+                                       "running? labkit.service.start() starts it with the order service.") from exc
+                continue
+            dur = _clock() - t0
+            for obs in self.observers:
+                obs("GET", self.base_url + path, dur)
+            return resp.status, body
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close every connection and pool this client opened."""
+        super().close()
+        with self._pool_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+
+    def __repr__(self) -> str:
+        return f"CatalogClient({self.base_url!r}, batch_size={self.batch_size}, concurrency={self.concurrency})"
+
+
+class FakeCatalog(_Base):
+    """The catalog's interface in process, without HTTP: for unit tests and quick demos.
+
+    Args:
+        products: ``{id: details}``; :meth:`from_db` loads them from a toyshop database.
+        delay_ms: optional sleep per call, to mimic a round trip.
+    """
+
+    base_url = "fake://catalog"
+
+    def __init__(self, products: Mapping[int, dict[str, Any]], *, observers: list[Observer] | None = None,
+                 batch_size: int = 50, concurrency: int = 1, delay_ms: float = 0.0) -> None:
+        super().__init__(observers, batch_size, concurrency)
+        self._encoded = {int(k): orjson.dumps(v) for k, v in products.items()}
+        self.delay_ms = delay_ms
+
+    @classmethod
+    def from_db(cls, db_path: Path | str, **kwargs: Any) -> FakeCatalog:
+        """A fake catalog over the products of a toyshop database."""
+        return cls(load_products(db_path), **kwargs)
+
+    def _fetch(self, path: str) -> tuple[int, bytes]:
+        t0 = _clock()
+        if self.delay_ms:
+            time.sleep(self.delay_ms / 1000)
+        if path.startswith("/products?ids="):
+            ids = [int(p) for p in path.split("=", 1)[1].split(",")]
+            found = [self._encoded[i] for i in ids if i in self._encoded]
+            status, body = 200, b'{"products":[' + b",".join(found) + b"]}"
+        else:
+            found_one = self._encoded.get(int(path.rsplit("/", 1)[1]))
+            status, body = (200, found_one) if found_one is not None else (404, b'{"error":"not_found"}')
+        dur = _clock() - t0
+        for obs in self.observers:
+            obs("GET", self.base_url + path, dur)
+        return status, body
+
+    def __repr__(self) -> str:
+        return f"FakeCatalog({len(self._encoded)} products)"

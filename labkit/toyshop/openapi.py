@@ -1,0 +1,72 @@
+"""The order service's OpenAPI 3.1 schema (served at ``/openapi.json``), written by hand from the switches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.toyshop.variants import REQUEST_SWITCHES
+
+__all__ = ["openapi_schema"]
+
+_ERROR = {"type": "object", "required": ["error", "message"],
+          "properties": {"error": {"type": "string"}, "message": {"type": "string"},
+                         "parameter": {"type": "string"}}}
+_TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog (count=calls), compute, "
+                                            "serialize, wait, total; durations in ms",
+                             "schema": {"type": "string"}},
+           "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
+
+
+def _switch_params() -> list[dict[str, Any]]:
+    return [{"name": name, "in": "query", "required": False,
+             "description": f"variant switch (default: the process's, baseline {values[0]!r})",
+             "schema": {"type": "string", "enum": list(values)}} for name, values in REQUEST_SWITCHES.items()]
+
+
+def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True) -> dict[str, Any]:
+    responses: dict[str, Any] = {
+        "200": {"description": "OK (JSON, or msgpack with codec=msgpack)", "headers": _TIMING,
+                "content": {"application/json": {"schema": {"type": "object"}},
+                            "application/msgpack": {"schema": {"type": "string", "format": "binary"}}}},
+        "400": {"description": "a bad parameter, named in the body", "headers": _TIMING,
+                "content": {"application/json": {"schema": _ERROR}}},
+        "502": {"description": "the catalog did not answer", "content": {"application/json": {"schema": _ERROR}}},
+    }
+    if not_found:
+        responses["404"] = {"description": "unknown id", "headers": _TIMING,
+                            "content": {"application/json": {"schema": _ERROR}}}
+    return {"get": {"summary": summary, "parameters": params + _switch_params(), "responses": responses}}
+
+
+def _path_int(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True,
+            "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}}
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The schema as a dict (OpenAPI 3.1)."""
+    from labkit.toyshop.app import MAX_QUOTE_LINES
+
+    quote_params = [
+        {"name": "customer_id", "in": "query", "description": "price this customer's order history (or give lines)",
+         "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}},
+        {"name": "lines", "in": "query", "description": "price this many synthetic lines (or give customer_id)",
+         "schema": {"type": "integer", "minimum": 0, "maximum": MAX_QUOTE_LINES}},
+        {"name": "seed", "in": "query", "description": "seed of the synthetic lines",
+         "schema": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1, "default": 0}},
+    ]
+    key = {"name": "key", "in": "path", "required": True,
+           "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "toyshop order service", "version": "1",
+                 "description": "The bundled service of perflab's labs. Loopback only."},
+        "paths": {
+            "/health": _op("liveness and the process's variant settings", [], not_found=False),
+            "/customers/{customer_id}/export": _op("a customer's orders with product details (N+1 candidate)",
+                                                   [_path_int("customer_id")]),
+            "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")]),
+            "/quote": _op("pricing by the performance core", quote_params),
+            "/config/{key}": _op("one config value", [key]),
+        },
+    }

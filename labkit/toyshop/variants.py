@@ -1,0 +1,75 @@
+"""Every variant switch of the toyshop service: which are per request, which are per process, and defaults.
+
+Each switch names its allowed values with the slow baseline first (the default). *Code-path* switches can be
+set at start (as the process default) and overridden per request with a query parameter, so A and B can be
+interleaved against one warm process (``/customers/1/export?n1=batched&codec=orjson``). *Process* switches
+are chosen at start only, because they change the process itself (garbage collector, thread pool).
+
+| switch  | values                  | scope    | lesson                                                      |
+|---------|-------------------------|----------|-------------------------------------------------------------|
+| n1      | naive, batched, join    | request  | N+1 queries and catalog calls vs batching vs one JOIN       |
+| io      | serial, concurrent      | request  | catalog batches one after another vs fanned out on threads  |
+| codec   | json, orjson, msgpack   | request  | response encoding                                           |
+| fields  | full, trimmed           | request  | ~30 product fields per item vs 8                            |
+| layout  | aos, soa                | request  | quote pricing over dicts vs NumPy columns (core)            |
+| buffers | grow, prealloc          | request  | fresh containers vs reused buffers (core)                   |
+| cache   | none, local             | request  | config lookup in SQLite every time vs in-process cache      |
+| gc      | default, tuned          | process  | CPython's GC thresholds vs gc.freeze() + larger gen-0       |
+| pool    | integer >= 1 (40)       | process  | threads for blocking DB work (Starlette's default is 40)    |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from labkit.errors import BadInputError
+from labkit.toyshop.core.variants import VARIANTS as CORE_VARIANTS
+
+__all__ = ["REQUEST_SWITCHES", "PROCESS_SWITCHES", "DEFAULT_POOL", "resolve", "check_request_switch"]
+
+#: per-request (code-path) switches: name -> allowed values, baseline first.
+REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "n1": ("naive", "batched", "join"),
+    "io": ("serial", "concurrent"),
+    **CORE_VARIANTS,
+})
+DEFAULT_POOL = 40  # Starlette/anyio's default thread limiter: the baseline of the pool-sizing lesson
+#: process switches: name -> allowed values (``pool`` takes any integer >= 1).
+PROCESS_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({"gc": ("default", "tuned"), "pool": ()})
+
+
+def check_request_switch(name: str, value: str) -> str:
+    """Return ``value`` if allowed for the request switch ``name``, else raise BadInputError naming both."""
+    allowed = REQUEST_SWITCHES.get(name)
+    if allowed is None:
+        raise BadInputError(f"unknown variant switch {name!r}; per-request switches are "
+                            f"{', '.join(REQUEST_SWITCHES)}")
+    if value not in allowed:
+        raise BadInputError(f"bad value {value!r} for switch {name!r}: use one of {', '.join(allowed)} "
+                            f"(default {allowed[0]!r})")
+    return value
+
+
+def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """All switches with defaults filled in and values checked: the process's starting configuration.
+
+    Raises :class:`labkit.errors.BadInputError` naming an unknown switch or a bad value.
+    """
+    out: dict[str, Any] = {name: values[0] for name, values in REQUEST_SWITCHES.items()}
+    out.update(gc="default", pool=DEFAULT_POOL)
+    for name, value in (variants or {}).items():
+        if name == "pool":
+            if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
+                    or not 1 <= int(value) <= 1024:
+                raise BadInputError(f"variant pool={value!r}: the thread-pool size must be an integer 1–1024 "
+                                    f"(Starlette's default is {DEFAULT_POOL}; try 1 or 2 for SQLite work)")
+            out["pool"] = int(value)
+        elif name == "gc":
+            if value not in PROCESS_SWITCHES["gc"]:
+                raise BadInputError(f"bad value {value!r} for switch 'gc': use 'default' or 'tuned'")
+            out["gc"] = value
+        else:
+            out[name] = check_request_switch(name, value)
+    return out
