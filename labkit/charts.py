@@ -133,3 +133,48 @@ def ab(comparison: Any, title: str | None = None) -> alt.LayerChart:
         alt.X("median(us):Q"),
     )
     return (dots + medians).properties(width=520, height=120)
+
+
+# --- latency ladder (latency helper's section; appended) ---------------------------------------------------
+
+_LADDER_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7]
+_LADDER_LABELS = ("datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
+                  "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : "
+                  "format(datum.value, '~g') + ' ns'")
+
+
+def latency_ladder(table: Any, references: pd.DataFrame | None = None,
+                   title: str = "The latency ladder, measured here (log scale)") -> alt.LayerChart:
+    """The latency table as a ladder: one row per operation on a log axis from 1 ns to 10 ms.
+
+    Each measured row is a dot at its median with a bar from P10 to P90. With ``references`` (the frame of
+    :func:`labkit.latency.references`), the published figures for the same operation are drawn beside it
+    as hollow marks, one shape per source, so "measured vs Dean 2012" is read off one line. Values outside
+    1 ns … 10 ms are pinned to the edge; rows with no measurement (or a median ≤ 0) are left out.
+    """
+    df = _frame(table)
+    for col in ("key", "label", "median_ns", "p10_ns", "p90_ns"):
+        if col not in df.columns:
+            raise BadInputError(f"latency_ladder takes a LatencyTable or its to_frame(); column {col!r} is missing")
+    df = df[np.isfinite(df["median_ns"]) & (df["median_ns"] > 0)].copy()
+    df["p10_ns"] = df["p10_ns"].clip(lower=0.5)
+    df["source"] = "measured here"
+    order = list(df.sort_values("median_ns")["label"])
+    scale = alt.Scale(type="log", domain=[1, 1e7], clamp=True)
+    axis = alt.Axis(values=_LADDER_TICKS, labelExpr=_LADDER_LABELS, title="time per operation (log scale)")
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
+    base = alt.Chart(df)
+    spread = base.mark_rule(opacity=0.5).encode(y, alt.X("p10_ns:Q", scale=scale, axis=axis), alt.X2("p90_ns:Q"))
+    dots = base.mark_circle(size=70, color="black").encode(
+        y, alt.X("median_ns:Q", scale=scale, axis=axis),
+        tooltip=["label:N", alt.Tooltip("median_ns:Q", format=".3~s", title="median (ns)"), "note:N"])
+    layers = [spread, dots]
+    if references is not None and len(references):
+        refs = references[references["probe_key"].isin(df["key"])].merge(df[["key", "label"]], left_on="probe_key",
+                                                                           right_on="key")
+        refs = refs.assign(ref=refs["source"] + " " + refs["year"].astype(str))
+        layers.append(alt.Chart(refs).mark_point(size=80, filled=False, strokeWidth=2).encode(
+            y, alt.X("value_ns:Q", scale=scale, axis=axis),
+            alt.Shape("ref:N", title="reference"), alt.Color("ref:N", title="reference"),
+            tooltip=["ref:N", "operation:N", alt.Tooltip("value_ns:Q", format=".3~s", title="reference (ns)")]))
+    return alt.layer(*layers, title=title).properties(width=560, height=max(200, 18 * len(order)))
