@@ -1,0 +1,121 @@
+"""toyshop's performance core: the compute behind the endpoints, importable and callable on its own.
+
+Pure functions and small classes; no HTTP, no database. Every lesson's fix is a *variant*: a named switch
+whose first value is the slow baseline (the default). Variants of one step share one signature, so a lab
+can run them side by side (``labkit.compare(quote_aos_grow, quote_soa_grow, lines)``) and the service can
+pick one per request (``/quote?layout=soa&buffers=prealloc``, ``?codec=orjson&fields=trimmed``).
+
+Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DEFAULTS`:
+
+    layout   aos | soa                quote pricing over per-line dicts vs NumPy columns
+    buffers  grow | prealloc          fresh containers per call vs reused per-thread buffers
+    codec    json | orjson | msgpack  response encoding
+    fields   full | trimmed           32 product fields per item vs 8
+    cache    none | local             config lookup: load every time vs in-process snapshot
+
+    check_variant(switch, value) -> value       raises BadInputError naming switch, value and allowed values
+    resolve_variants(choices=None, *, ignore_unknown=False) -> dict   every switch, defaults filled in
+
+Pricing (:mod:`.pricing`) — integer cents and basis points, so all variants agree *exactly*:
+
+    lines = OrderLines.from_rows(rows)          rows: dicts keyed by LINE_FIELDS, or tuples in that order:
+                                                (product_id, qty, unit_price, discount_bp, tax_class)
+    lines = OrderLines.from_columns(pid, qty, unit_price, discount_bp, tax_class)   any int sequences
+    lines = make_order_lines(n, seed=0)         deterministic synthetic lines, both views built
+    quote(lines, layout="aos", buffers="grow") -> Quote
+    quote_aos_grow / quote_aos_prealloc / quote_soa_grow / quote_soa_prealloc  (lines) -> Quote
+    QUOTE_KERNELS[(layout, buffers)]            the same four kernels
+    Quote(lines, quantity, gross, discount, net, tax, total, by_tax_class).to_dict()
+    DEFAULT_TAX_RATES_BP = (0, 550, 1000, 2000); OrderLines(..., tax_rates_bp=...) to change them
+
+    ``lines.rows`` (AoS) and ``lines.columns`` (SoA) are built lazily from whichever was given;
+    ``lines.materialize()`` builds both, so a timed kernel never times a conversion. SoA pays a fixed
+    ~20 µs per call, so it loses below ~20–30 lines and wins from there (≈3–4× at 100 lines, ≈15–25× at
+    1,000); prealloc helps SoA only when arrays are big (≥ ~100k lines), AoS from a few hundred lines.
+
+Encoding (:mod:`.encoding`) — same decoded content whatever the codec:
+
+    encode(payload, codec="json") -> bytes; decode(data, codec="json") -> object; MEDIA_TYPES[codec]
+    encode_products(products, codec="json", fields="full") -> bytes     {"items": [selected fields...]}
+    select_fields(product, fields="full") -> dict; PRODUCT_FIELDS (32, the dataset's products table),
+    TRIMMED_FIELDS (8), FIELD_SETS; make_products(n, seed=0) -> list[dict] (no database needed)
+
+Config cache (:mod:`.cache`):
+
+    cache = ConfigCache(load, mode="none" | "local", preload=None)   load(key) -> value | None
+    cache.get(key); cache.refresh(source=None)   copy-on-write swap of the whole snapshot, readers never lock
+    cache.hits, cache.misses, cache.stats() -> CacheStats(hits, misses, refreshes, size).hit_ratio
+    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys)
+
+Allocations (:mod:`.allocs`):
+
+    count_allocations(fn, *args, warmup=1, **kwargs) -> AllocationCount(blocks, size_bytes, peak_bytes,
+        gc_collections, result)      tracemalloc-based; blocks alive after the call + peak during it
+
+Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the bad argument and what to use.
+"""
+
+from labkit.toyshop.core.allocs import AllocationCount, count_allocations
+from labkit.toyshop.core.cache import CacheStats, ConfigCache
+from labkit.toyshop.core.encoding import (
+    FIELD_SETS,
+    MEDIA_TYPES,
+    PRODUCT_FIELDS,
+    TRIMMED_FIELDS,
+    decode,
+    encode,
+    encode_products,
+    make_products,
+    select_fields,
+)
+from labkit.toyshop.core.pricing import (
+    DEFAULT_TAX_RATES_BP,
+    LINE_FIELDS,
+    QUOTE_KERNELS,
+    LineColumns,
+    OrderLines,
+    Quote,
+    TaxClassTotal,
+    make_order_lines,
+    quote,
+    quote_aos_grow,
+    quote_aos_prealloc,
+    quote_soa_grow,
+    quote_soa_prealloc,
+    release_buffers,
+)
+from labkit.toyshop.core.variants import DEFAULTS, VARIANTS, check_variant, resolve_variants
+
+__all__ = [
+    "VARIANTS",
+    "DEFAULTS",
+    "check_variant",
+    "resolve_variants",
+    "LINE_FIELDS",
+    "DEFAULT_TAX_RATES_BP",
+    "LineColumns",
+    "OrderLines",
+    "TaxClassTotal",
+    "Quote",
+    "quote",
+    "quote_aos_grow",
+    "quote_aos_prealloc",
+    "quote_soa_grow",
+    "quote_soa_prealloc",
+    "QUOTE_KERNELS",
+    "make_order_lines",
+    "release_buffers",
+    "PRODUCT_FIELDS",
+    "TRIMMED_FIELDS",
+    "FIELD_SETS",
+    "MEDIA_TYPES",
+    "encode",
+    "decode",
+    "select_fields",
+    "encode_products",
+    "make_products",
+    "ConfigCache",
+    "CacheStats",
+    "AllocationCount",
+    "count_allocations",
+]
