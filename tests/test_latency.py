@@ -1,0 +1,194 @@
+"""labkit.latency: the probes measure what they say (physical sanity bands, not speed goals), degrade with a
+labelled note when numba or O_DIRECT is missing, and leave no temporary files behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from labkit.latency import PROBES, LatencyTable, Samples, disk, main, memory, network, table, work
+from labkit.latency._harness import time_batches, time_each
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+# --- harness: exact numbers with a fake clock --------------------------------------------------------------
+
+def test_time_each_and_batches_divide_exactly(clock):
+    # GIVEN an operation that advances the fake clock by 250 ns per call
+    def op():
+        clock.tick(250)
+
+    # WHEN timed one by one and in batches THEN the per-call figure is exactly 250 ns
+    assert time_each(op, 3, warmup=1, clock=clock) == (250.0, 250.0, 250.0)
+    assert time_batches(op, batch=4, repeats=2, clock=clock) == (250.0, 250.0)
+
+
+def test_samples_round_trip_and_unavailable_summary():
+    s = Samples("k", "label", "cpu", (1.0, 2.0, 3.0), "how", None, {"x": 1})
+    assert Samples.from_dict(s.to_dict()) == s and s.median_ns == 2.0 and s.available
+    empty = Samples("k", "label", "cpu", (), "how", "why")
+    assert not empty.available and np.isnan(empty.median_ns)
+
+
+# --- physical sanity bands (generous: they catch a probe measuring the wrong thing, not a slow machine) ----
+
+def test_pointer_chase_shows_l1_below_interpreter_cost_and_dram_far_above():
+    # GIVEN a tiny working set (inside L1) and one far larger than any last-level cache
+    l1, dram = memory.pointer_chase([16 * KiB, 64 * MiB], repeats=5, sample_ns=3e5)
+    # THEN the L1 row is a few ns — not the ~20+ ns a Python-level loop step would cost
+    assert 0.2 < l1.median_ns < 10, l1
+    # AND main memory is tens to hundreds of ns, far above L1
+    assert 40 < dram.median_ns < 600, dram
+    assert dram.median_ns > 8 * l1.median_ns
+
+
+def test_cache_rows_pick_named_levels_from_the_curve():
+    curve = tuple(Samples(f"chase_{s}", "x", "cpu", (float(i + 1),), "m", None, {"working_set_bytes": s})
+                  for i, s in enumerate([16 * KiB, 256 * KiB, 2 * MiB, 256 * MiB]))
+    rows = {r.key: r for r in memory.cache_rows(curve)}
+    assert list(rows) == ["mem_l1", "mem_l2", "mem_llc", "mem_dram"]
+    assert rows["mem_l1"].extra["working_set_bytes"] <= 32 * KiB
+    assert rows["mem_dram"].extra["working_set_bytes"] == 256 * MiB
+
+
+def test_branch_mispredict_is_nanoseconds():
+    r = memory.branch_mispredict(n=1 << 17, repeats=5)
+    assert r.available, r.note
+    assert 0.5 < r.median_ns < 60, r
+
+
+def test_uncached_read_is_slower_than_page_cache_and_leaves_nothing_behind(tmp_path):
+    # GIVEN a small file in a folder we control
+    rows = {r.key: r for r in disk.disk_reads(dir=tmp_path, file_bytes=8 * MiB, rounds=60)}
+    # THEN the read past the page cache is slower than the read from it
+    assert rows["disk_random_read_4k"].median_ns > rows["page_cache_read_4k"].median_ns
+    assert rows["disk_random_read_4k"].extra["mode"] in {"O_DIRECT", "fadvise"}
+    assert rows["disk_seq_read_1mb"].available
+    # AND the temporary file is gone
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resident_pages_sees_a_freshly_read_file(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(os.urandom(64 * KiB))
+    p.read_bytes()
+    n = disk.resident_pages(p)
+    assert n is None or n > 0
+
+
+# --- degradation: labelled notes, never a crash, never a wrong number presented as right ---------------------
+
+def test_without_numba_cache_rows_are_unavailable_with_a_note(monkeypatch):
+    # GIVEN numba cannot be imported
+    monkeypatch.setitem(sys.modules, "numba", None)
+    # WHEN the compiled probes run
+    curve = memory.pointer_chase([16 * KiB])
+    branch = memory.branch_mispredict(n=1 << 12, repeats=2)
+    bw = memory.seq_read_bandwidth(nbytes=4 * MiB, repeats=2)
+    # THEN they report no number (an interpreted chase would measure the interpreter) and say why
+    assert not curve[0].available and "numba" in curve[0].note
+    assert not branch.available and "numba" in branch.note
+    # AND bandwidth falls back to numpy, labelled as such
+    assert bw.available and "numpy" in bw.note
+
+
+def test_table_without_numba_keeps_going(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)
+    t = table(quick=True, progress=False, include=["cache", "syscall"])
+    assert [r.key for r in t.rows] == ["mem_l1", "mem_l2", "mem_llc", "mem_dram", "syscall"]
+    assert not t.row("mem_l1").available and "numba" in t.row("mem_l1").note
+    assert t.row("syscall").available
+
+
+def test_without_o_direct_falls_back_to_fadvise_with_a_note(monkeypatch, tmp_path):
+    monkeypatch.delattr(os, "O_DIRECT", raising=False)
+    rows = {r.key: r for r in disk.disk_reads(dir=tmp_path, file_bytes=4 * MiB, rounds=40)}
+    r = rows["disk_random_read_4k"]
+    assert r.extra["mode"] == "fadvise"
+    assert "O_DIRECT" in r.note
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_o_direct_or_fadvise_uncached_rows_are_unavailable(monkeypatch, tmp_path):
+    monkeypatch.delattr(os, "O_DIRECT", raising=False)
+    monkeypatch.delattr(os, "posix_fadvise", raising=False)
+    rows = {r.key: r for r in disk.disk_reads(dir=tmp_path, file_bytes=4 * MiB, rounds=20)}
+    assert not rows["disk_random_read_4k"].available and "page cache" in rows["disk_random_read_4k"].note
+    assert not rows["disk_seq_read_1mb"].available
+    assert rows["page_cache_read_4k"].available
+
+
+def test_http_row_degrades_when_toyshop_is_missing(monkeypatch):
+    def broken():
+        raise ImportError("No module named 'labkit.service'")
+
+    monkeypatch.setattr(network, "_start_service", broken)
+    r = network.http_health(rounds=5)
+    assert not r.available and "toyshop" in r.note
+
+
+def test_a_failing_probe_becomes_a_labelled_row(monkeypatch):
+    def boom(quick, d):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(PROBES, "fsync", (("write_fsync",), boom))
+    t = table(quick=True, progress=False, include=["fsync"])
+    assert not t.row("write_fsync").available and "disk on fire" in t.row("write_fsync").note
+
+
+# --- cleanup even on KeyboardInterrupt --------------------------------------------------------------------
+
+@pytest.mark.parametrize("probe", ["disk", "fsync", "sqlite"])
+def test_interrupt_mid_probe_removes_temp_files(monkeypatch, tmp_path, probe):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(disk, "time_each", interrupted)
+    monkeypatch.setattr(work, "time_batches", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        if probe == "disk":
+            disk.disk_reads(dir=tmp_path, file_bytes=2 * MiB, rounds=5)
+        elif probe == "fsync":
+            disk.write_fsync(dir=tmp_path, rounds=2)
+        else:
+            work.sqlite_point_query(dir=tmp_path, rows=100, repeats=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the table value and the CLI ---------------------------------------------------------------------------
+
+def test_table_round_trips_and_frames(tmp_path):
+    t = table(quick=True, progress=False, include=["python", "lock", "json"])
+    assert isinstance(t, LatencyTable) and t.quick
+    back = LatencyTable.load(t.save(tmp_path / "t.json"))
+    assert back.rows == t.rows
+    df = t.to_frame()
+    assert {"key", "label", "median_ns", "p10_ns", "p90_ns", "n", "note"} <= set(df.columns)
+    assert set(df["key"]) == {"python_call", "python_attr", "python_dict", "python_alloc", "lock_uncontended",
+                              "json_encode_1k", "orjson_encode_1k"}
+    assert "Python: call an empty function" in str(t)
+
+
+def test_unknown_probe_name_is_refused():
+    from labkit.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="unknown probe"):
+        table(include=["warp_drive"], progress=False)
+
+
+def test_cli_json(capsys):
+    assert main(["--quick", "--only", "syscall", "--json", "--no-progress"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "latency_table" and data["rows"][0]["key"] == "syscall"
+    assert len(data["rows"][0]["samples_ns"]) > 1
+
+
+@pytest.mark.slow
+def test_tcp_loopback_round_trip_is_microseconds():
+    r = network.tcp_loopback_rtt(rounds=200)
+    assert 1_000 < r.median_ns < 5_000_000, r

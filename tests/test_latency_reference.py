@@ -1,0 +1,54 @@
+"""The reference CSV keeps its schema and its sources; measured vs reference gives ratio = measured / reference."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from labkit.latency import PROBES, REFERENCE_CSV, LatencyTable, Samples, references, side_by_side
+from labkit.latency.reference import REFERENCE_COLUMNS
+
+
+def test_csv_schema():
+    raw = pd.read_csv(REFERENCE_CSV)
+    assert tuple(raw.columns) == REFERENCE_COLUMNS
+    assert (raw["value_ns"] > 0).all()
+    assert raw["source"].notna().all() and raw["operation"].notna().all()
+    assert raw["year"].between(1990, 2100).all()
+
+
+def test_csv_has_dean_2012_and_a_newer_measured_source():
+    df = references()
+    assert ((df["source"] == "Dean") & (df["year"] == 2012)).sum() >= 10
+    assert (df.loc[df["source"].str.startswith("napkin-math"), "year"] >= 2020).any()
+
+
+def test_every_probe_key_names_a_real_row():
+    known = {k for keys, _ in PROBES.values() for k in keys}
+    used = set(references()["probe_key"]) - {""}
+    assert used <= known, used - known
+
+
+def test_side_by_side_ratio():
+    t = LatencyTable(rows=(Samples("mem_l1", "L1", "cpu", (1.0, 1.0, 1.0)),
+                           Samples("syscall", "syscall", "os", ())))
+    df = side_by_side(t)
+    dean = df[(df["probe_key"] == "mem_l1") & (df["source"] == "Dean")].iloc[0]
+    assert dean["reference_ns"] == 0.5 and dean["ratio"] == pytest.approx(2.0)
+    assert "syscall" not in set(df["probe_key"])  # unavailable rows are left out, not compared as NaN
+
+
+def test_missing_csv_names_the_path(tmp_path):
+    from labkit.errors import ResultsError
+
+    with pytest.raises(ResultsError, match="nope.csv"):
+        references(tmp_path / "nope.csv")
+
+
+def test_ladder_chart_builds_with_references():
+    import labkit.charts as charts
+
+    t = LatencyTable(rows=(Samples("mem_l1", "L1", "cpu", (2.0, 2.1)),
+                           Samples("mem_dram", "DRAM", "cpu", (150.0, 160.0))))
+    spec = charts.latency_ladder(t, references()).to_dict()
+    assert spec["layer"][1]["encoding"]["x"]["scale"]["domain"] == [1, 1e7]
