@@ -178,3 +178,43 @@ def latency_ladder(table: Any, references: pd.DataFrame | None = None,
             alt.Shape("ref:N", title="reference"), alt.Color("ref:N", title="reference"),
             tooltip=["ref:N", "operation:N", alt.Tooltip("value_ns:Q", format=".3~s", title="reference (ns)")]))
     return alt.layer(*layers, title=title).properties(width=560, height=max(200, 18 * len(order)))
+
+
+# --- N+1 lab (nplusone helper's section; appended) --------------------------------------------------------
+
+
+def latency_vs_items(frame: pd.DataFrame, title: str = "Export latency against the number of items") -> alt.LayerChart:
+    """Each request as a dot (latency against item count) with the median per item count as a line.
+
+    Args:
+        frame: one row per request with columns ``items`` (int), ``ms`` (latency) and optionally ``variant``.
+    """
+    for col in ("items", "ms"):
+        if col not in frame.columns:
+            raise BadInputError(f"latency_vs_items needs columns 'items' and 'ms' (got {list(frame.columns)})")
+    df = frame.copy()
+    if "variant" not in df.columns:
+        df["variant"] = "export"
+    colour = alt.Color("variant:N", title="variant")
+    x = alt.X("items:Q", title="items in the export")
+    base = alt.Chart(df)
+    dots = base.mark_circle(opacity=0.35, size=30).encode(
+        x, alt.Y("ms:Q", title="latency (ms)"), colour, tooltip=["variant:N", "items:Q", alt.Tooltip("ms:Q", format=".3f")])
+    line = base.mark_line(point=True).encode(x, alt.Y("median(ms):Q", title="latency (ms)"), colour)
+    return alt.layer(dots, line, title=title).properties(width=520, height=300)
+
+
+def queries_vs_items(frame: pd.DataFrame, title: str = "Queries and catalog calls per request") -> alt.Chart:
+    """Bars of SQL queries and catalog calls per request against item count (from Server-Timing counts).
+
+    Args:
+        frame: one row per request with ``items`` and the count columns ``sql`` and ``catalog``.
+    """
+    for col in ("items", "sql", "catalog"):
+        if col not in frame.columns:
+            raise BadInputError(f"queries_vs_items needs columns items, sql, catalog (got {list(frame.columns)})")
+    df = frame.drop_duplicates("items").melt(id_vars=["items"], value_vars=["sql", "catalog"], var_name="kind",
+                                             value_name="count")
+    return alt.Chart(df, title=title).mark_line(point=True).encode(
+        alt.X("items:Q", title="items in the export"), alt.Y("count:Q", title="calls per request"),
+        alt.Color("kind:N", title="kind"), tooltip=["kind:N", "items:Q", "count:Q"]).properties(width=520, height=260)
