@@ -77,6 +77,6 @@ def count_allocations(fn: Callable[..., Any], /, *args: Any, warmup: int = 1, **
         if started:
             tracemalloc.stop()
     diff = after.compare_to(before, "lineno")
-    blocks = sum(s.count_diff for s in diff if s.count_diff > 0)
-    size = sum(s.size_diff for s in diff if s.size_diff > 0)
+    blocks = max(0, sum(s.count_diff for s in diff))  # net: blocks the call freed offset those it made
+    size = max(0, sum(s.size_diff for s in diff))
     return AllocationCount(blocks, size, max(0, peak - start_bytes), tuple(collections), result)  # type: ignore[arg-type]
