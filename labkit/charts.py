@@ -218,3 +218,26 @@ def queries_vs_items(frame: pd.DataFrame, title: str = "Queries and catalog call
     return alt.Chart(df, title=title).mark_line(point=True).encode(
         alt.X("items:Q", title="items in the export"), alt.Y("count:Q", title="calls per request"),
         alt.Color("kind:N", title="kind"), tooltip=["kind:N", "items:Q", "count:Q"]).properties(width=520, height=260)
+
+
+def latency_curve(table: Any, title: str = "Dependent-load latency vs working-set size") -> alt.LayerChart:
+    """The pointer-chase curve of a :class:`labkit.latency.LatencyTable`: ns per load against working set.
+
+    Both axes are logarithmic; the steps are where the working set outgrows a cache level. Each point is the
+    median, with a bar from P10 to P90. Nothing is drawn for a curve measured as unavailable (no numba).
+    """
+    df = table.curve_frame() if hasattr(table, "curve_frame") else _frame(table)
+    if "working_set_bytes" not in df.columns:
+        raise BadInputError("latency_curve takes a LatencyTable (or its curve_frame())")
+    df = df[np.isfinite(df["median_ns"])].copy()
+    df["kib"] = df["working_set_bytes"] / 1024
+    x = alt.X("kib:Q", scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(labelExpr="datum.value >= 1024 ? format(datum.value / 1024, '~g') + ' MiB' : "
+                                      "format(datum.value, '~g') + ' KiB'", title="working set (log scale)",
+                            values=[16 * 4**i for i in range(10)]))
+    y = alt.Scale(type="log")
+    base = alt.Chart(df)
+    line = base.mark_line(point=True).encode(x, alt.Y("median_ns:Q", scale=y, title="ns per dependent load (log)"),
+                                             tooltip=["label:N", alt.Tooltip("median_ns:Q", format=".3~s")])
+    bars = base.mark_rule(opacity=0.4).encode(x, alt.Y("p10_ns:Q", scale=y), alt.Y2("p90_ns:Q"))
+    return alt.layer(bars, line, title=title).properties(width=520, height=260)
