@@ -3,50 +3,30 @@
 One thin seam, so the HTTP layer (:mod:`labkit.toyshop.app`) stays the same whichever kernel a switch picks,
 and so every switch value is reachable from a request. Pricing comes from
 :mod:`labkit.toyshop.core.pricing`; the other pieces use the core's implementation when it provides one and
-a straightforward local one otherwise.
+a straightforward local one otherwise (the config cache, until the core has one).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-import msgpack
-import orjson
+from labkit.toyshop.core.encoding import MEDIA_TYPES, TRIMMED_FIELDS, encode, select_fields
 
 __all__ = ["encode", "MEDIA_TYPES", "trim_export", "TRIMMED_FIELDS", "quote_payload", "ConfigCache"]
 
-MEDIA_TYPES = {"json": "application/json", "orjson": "application/json", "msgpack": "application/msgpack"}
-#: the 8 product fields kept by ``fields=trimmed`` (``full`` keeps all 32)
-TRIMMED_FIELDS: tuple[str, ...] = ("id", "sku", "name", "brand", "category", "price_cents", "currency", "stock")
-
-
-def encode(payload: Any, codec: str) -> bytes:
-    """Encode a JSON-ready payload with ``codec`` (json = the standard library, the baseline)."""
-    if codec == "orjson":
-        return orjson.dumps(payload)
-    if codec == "msgpack":
-        return msgpack.packb(payload)
-    return json.dumps(payload).encode()
-
-
-def _trim_product(product: dict[str, Any] | None) -> dict[str, Any] | None:
-    if product is None:
-        return None
-    return {k: product[k] for k in TRIMMED_FIELDS}
-
 
 def trim_export(payload: dict[str, Any], fields: str) -> dict[str, Any]:
-    """Apply ``fields`` to an export/order payload: ``full`` returns it unchanged, ``trimmed`` keeps
-    :data:`TRIMMED_FIELDS` of each item's product."""
+    """Apply ``fields`` to an export/order payload: ``full`` returns it unchanged, ``trimmed`` keeps the
+    core's :data:`TRIMMED_FIELDS` of each item's product (in place)."""
     if fields != "trimmed":
         return payload
     orders = payload["orders"] if "orders" in payload else [payload]
     for order in orders:
         for item in order["items"]:
-            item["product"] = _trim_product(item["product"])
+            if item["product"] is not None:
+                item["product"] = select_fields(item["product"], "trimmed")
     return payload
 
 

@@ -1,0 +1,317 @@
+"""Start and stop toyshop (the order service and its catalog) as child processes on loopback ports.
+
+    with labkit.service.start(size="small", variants={"n1": "batched"}) as svc:
+        urllib.request.urlopen(svc.url + "/customers/1/export")
+
+:func:`start` builds the dataset if needed, binds two free ports on 127.0.0.1, starts the catalog and the
+order service in parallel, and returns once both answer ``/health`` (about a second), or raises
+:class:`labkit.errors.ServiceError` with the tail of the failing process's log. The children never outlive
+this process: they are stopped by :meth:`Service.stop`, by the context manager, when the :class:`Service`
+is garbage-collected, at interpreter exit, and — when the parent is killed outright (SIGKILL, a crashed
+kernel) — by the kernel itself (``PR_SET_PDEATHSIG``) and by a watchdog on a pipe only the parent holds.
+
+``labkit serve`` runs the same from a shell until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import BadInputError, ServiceError
+
+__all__ = ["Service", "start", "main"]
+
+_LABKIT_DIR = str(Path(__file__).resolve().parent)
+# Run the child with a bare ``labkit`` package object: the real ``labkit/__init__`` imports the statistics
+# stack (SciPy, ~1 s), which the service does not need; start-up time is what a learner waits for.
+_BOOT = ("import sys, types; m = types.ModuleType('labkit'); m.__path__ = [{dir!r}]; sys.modules['labkit'] = m; "
+         "from labkit.toyshop.server import main; sys.exit(main(sys.argv[1:]))")
+
+
+class Service:
+    """A running toyshop: ``.url`` (order service), ``.catalog_url``, ``.pid``, ``.catalog_pid``.
+
+    Stop it with :meth:`stop` or use it as a context manager. ``.variants`` holds the process's settings.
+    """
+
+    def __init__(self, url: str, catalog_url: str, procs: dict[str, subprocess.Popen], log_dir: Path,
+                 variants: dict[str, Any], db_path: Path, start_s: float) -> None:
+        self.url, self.catalog_url = url, catalog_url
+        self.pid, self.catalog_pid = procs["app"].pid, procs["catalog"].pid
+        self.variants, self.db_path, self.start_s = variants, db_path, start_s
+        self.log_dir = log_dir
+        self._procs = procs
+        self._finalizer = weakref.finalize(self, _terminate, list(procs.values()), log_dir)
+
+    @property
+    def alive(self) -> bool:
+        """True while both processes run."""
+        return all(p.poll() is None for p in self._procs.values())
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop both processes (SIGTERM, then SIGKILL after ``timeout`` s) and remove their logs. Idempotent."""
+        if self._finalizer.alive:
+            self._finalizer.detach()
+            _terminate(list(self._procs.values()), self.log_dir, timeout)
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each process (``{"app": …, "catalog": …}``), from /proc; 0 if it has exited."""
+        return {role: _rss(p.pid) for role, p in self._procs.items()}
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of both processes' logs."""
+        return "\n".join(f"--- {role} ---\n{_tail(self.log_dir / f'{role}.log', lines)}" for role in self._procs)
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else "stopped"
+        return f"<toyshop {state}: {self.url} (pid {self.pid}), catalog {self.catalog_url} (pid {self.catalog_pid})>"
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
+    except OSError:
+        return f"(no log at {path})"
+
+
+def _terminate(procs: list[subprocess.Popen], log_dir: Path | None, timeout: float = 5.0) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                if p.stdin is not None:
+                    p.stdin.close()  # the child's watchdog exits on end-of-file
+                p.send_signal(signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if log_dir is not None:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+# PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. A notebook may
+# call start() from a short-lived thread (a widget callback, an executor), so every child is forked from
+# one long-lived daemon thread that lasts as long as the process.
+_spawn_queue: queue.Queue | None = None
+_spawn_lock = threading.Lock()
+
+
+def _spawner(q: queue.Queue) -> None:
+    while True:
+        fn, fut = q.get()
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            fut.set_exception(exc)
+
+
+def _spawn(fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    global _spawn_queue
+    with _spawn_lock:
+        if _spawn_queue is None:
+            _spawn_queue = queue.Queue()
+            threading.Thread(target=_spawner, args=(_spawn_queue,), name="labkit-spawner", daemon=True).start()
+        q = _spawn_queue
+    fut: Future = Future()
+    q.put((fn, fut))
+    return fut.result()
+
+
+def _forget_spawner() -> None:
+    global _spawn_queue
+    _spawn_queue = None
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
+
+
+def _listen_socket(port: int) -> socket.socket:
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise BadInputError(f"port must be an integer 0–65535 (0 = any free port), got {port!r}")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise ServiceError(f"cannot listen on 127.0.0.1:{port}: {exc}. Pick another port, or port=0 for a "
+                           "free one.") from exc
+    return sock
+
+
+def _health(url: str, timeout: float) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request("GET", "/health")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, catalog_delay_ms: float = 0.0,
+          port: int = 0, catalog_port: int = 0, io_threads: int = 4, max_connections: int = 1000,
+          cpus: Iterable[int] | None = None, db_path: Path | str | None = None, timeout: float = 60.0) -> Service:
+    """Start the catalog and the order service and wait until both are healthy.
+
+    Args:
+        size: dataset size (``small``, ``default``, ``large``); built on first use.
+        variants: the process's switches (see :mod:`labkit.toyshop.variants`): defaults for the per-request
+            ones (``n1``, ``io``, ``codec``, ``fields``, ``layout``, ``buffers``, ``cache``) and the
+            process-only ``gc`` (``default``/``tuned``) and ``pool`` (threads for SQLite work, default 40).
+        catalog_delay_ms: sleep added to every catalog call — an *emulation* of a farther network.
+        port, catalog_port: loopback ports (0 = any free port).
+        io_threads: catalog calls in flight at once for ``io=concurrent``.
+        max_connections: beyond this many open connections the service answers 503 (bounded memory).
+        cpus: pin both processes to these CPUs (``os.sched_setaffinity``), e.g. ``{1}``.
+        db_path: use this database file instead of the dataset of ``size``.
+        timeout: seconds to wait for health before giving up.
+
+    Returns:
+        a running :class:`Service`. Raises :class:`labkit.errors.ServiceError` (with the log tail) if a
+        process exits or does not become healthy in time.
+    """
+    from labkit.toyshop.dataset import ensure
+    from labkit.toyshop.variants import resolve
+
+    t0 = time.perf_counter()
+    settings = resolve(variants)
+    if catalog_delay_ms < 0 or io_threads < 1 or max_connections < 1:
+        raise BadInputError("start() needs catalog_delay_ms >= 0, io_threads >= 1 and max_connections >= 1 "
+                            f"(got {catalog_delay_ms}, {io_threads}, {max_connections})")
+    db = Path(db_path) if db_path is not None else ensure(size)
+    socks = {"catalog": _listen_socket(catalog_port), "app": _listen_socket(port)}
+    urls = {role: f"http://127.0.0.1:{s.getsockname()[1]}" for role, s in socks.items()}
+    log_dir = Path(tempfile.mkdtemp(prefix="labkit-service-"))
+    common = ["--db", str(db), "--parent-pid", str(os.getpid())]
+    args = {"catalog": ["--role", "catalog", "--catalog-delay-ms", str(catalog_delay_ms)],
+            "app": ["--role", "app", "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
+                    "--io-threads", str(io_threads), "--max-connections", str(max_connections)]}
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for role, sock in socks.items():
+            cmd = [sys.executable, "-c", _BOOT.format(dir=_LABKIT_DIR), "--fd", str(sock.fileno()),
+                   *args[role], *common]
+            with open(log_dir / f"{role}.log", "wb") as log:
+                procs[role] = _spawn(functools.partial(
+                    subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                    pass_fds=(sock.fileno(),), start_new_session=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"}))
+            if cpus is not None:
+                os.sched_setaffinity(procs[role].pid, set(cpus))
+    except BaseException:
+        _terminate(list(procs.values()), log_dir, 1.0)
+        raise
+    finally:
+        for sock in socks.values():
+            sock.close()
+    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0)
+    deadline = time.monotonic() + timeout
+    pending = dict(urls)
+    while pending:
+        for role in list(pending):
+            if procs[role].poll() is not None:
+                tail = _tail(log_dir / f"{role}.log", 30)
+                service.stop(1.0)
+                raise ServiceError(f"the toyshop {role} process exited with code {procs[role].returncode} during "
+                                   f"start-up. Its log ends with:\n{tail}")
+            if _health(pending[role], 0.5):
+                del pending[role]
+        if pending and time.monotonic() > deadline:
+            tail = service.log_tail()
+            service.stop(1.0)
+            raise ServiceError(f"toyshop did not become healthy within {timeout:g} s ({', '.join(pending)} not "
+                               f"answering /health). Is the machine overloaded? Logs:\n{tail}")
+        if pending:
+            time.sleep(0.01)
+    service.start_s = time.perf_counter() - t0
+    return service
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``labkit serve``: run toyshop in the foreground until Ctrl-C."""
+    from labkit.toyshop.dataset import SIZES
+
+    p = argparse.ArgumentParser(prog="labkit serve", description="Run toyshop (order service + catalog) on "
+                                "127.0.0.1 until Ctrl-C.")
+    p.add_argument("--size", choices=list(SIZES), default="small")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--catalog-port", type=int, default=0)
+    p.add_argument("--catalog-delay-ms", type=float, default=0.0,
+                   help="sleep added per catalog call: an emulation of a farther network")
+    p.add_argument("--variant", action="append", default=[], metavar="SWITCH=VALUE",
+                   help="process default for a switch, e.g. n1=batched, gc=tuned, pool=1 (repeatable)")
+    p.add_argument("--cpus", default=None, help="pin to these CPUs, e.g. 1 or 0,1")
+    a = p.parse_args(argv)
+    variants: dict[str, Any] = {}
+    for item in a.variant:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--variant takes SWITCH=VALUE, got {item!r}")
+        variants[key] = value
+    try:
+        cpus = {int(c) for c in a.cpus.split(",")} if a.cpus else None
+        svc = start(size=a.size, variants=variants, catalog_delay_ms=a.catalog_delay_ms, port=a.port,
+                    catalog_port=a.catalog_port, cpus=cpus)
+    except (BadInputError, ServiceError, ValueError) as exc:
+        print(f"labkit serve: {exc}", file=sys.stderr)
+        return 2
+    with svc:
+        print(f"toyshop is up in {svc.start_s:.2f} s: {svc.url} (pid {svc.pid}); catalog {svc.catalog_url} "
+              f"(pid {svc.catalog_pid}). Try {svc.url}/customers/1/export — Ctrl-C stops it.", flush=True)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            while not stop.wait(0.5):
+                if not svc.alive:
+                    print(f"labkit serve: a toyshop process exited.\n{svc.log_tail()}", file=sys.stderr)
+                    return 1
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""The toyshop dataset: deterministic, built atomically, rebuilt when corrupt or stale, skewed as documented."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from labkit.errors import BadInputError
+from labkit.toyshop import dataset
+from labkit.toyshop.dataset import LADDER, build, config_key, ensure, ladder, skewed_config_keys, verify
+
+
+def _digest(path: Path) -> str:
+    """A digest of every row of every data table (file bytes may differ in free pages; rows may not)."""
+    h = hashlib.sha256()
+    conn = sqlite3.connect(path)
+    try:
+        for table in ("customers", "products", "orders", "order_items", "config", "meta"):
+            for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1"):
+                h.update(repr(row).encode())
+    finally:
+        conn.close()
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    return build("small", tmp_path_factory.mktemp("data") / "toyshop-small.sqlite")
+
+
+def test_same_seed_same_rows(small, tmp_path):
+    # GIVEN the small dataset built once WHEN it is built again elsewhere THEN every row is the same
+    again = build("small", tmp_path / "again.sqlite")
+    assert _digest(again) == _digest(small)
+
+
+def test_meta_and_counts(small):
+    conn = sqlite3.connect(small)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["size"] == "small" and meta["schema_version"] == str(dataset.SCHEMA_VERSION)
+    customers, products, n_config, _ = dataset.SIZES["small"]
+    assert conn.execute("SELECT COUNT(*) FROM customers").fetchone()[0] == customers
+    assert conn.execute("SELECT COUNT(*) FROM config").fetchone()[0] == n_config >= 10_000
+    assert len(conn.execute("SELECT * FROM products LIMIT 1").fetchone()) == 32
+    assert verify(small, "small") is None
+
+
+def test_ladder_customers_have_known_order_and_item_counts(small):
+    conn = sqlite3.connect(small)
+    got = {cid: (orders, items) for cid, orders, items in ladder(conn)}
+    assert got == {cid: (n, 4 * n) for cid, n in LADDER.items()}
+
+
+def test_order_counts_are_skewed(small):
+    conn = sqlite3.connect(small)
+    counts = sorted(n for (n,) in conn.execute("SELECT COUNT(*) FROM orders GROUP BY customer_id"))
+    assert counts[0] <= 2 and counts[-1] >= 50  # some customers with few orders, some with many
+
+
+def test_build_is_atomic_when_interrupted(small, tmp_path, monkeypatch):
+    # GIVEN a sound file WHEN a rebuild dies half-way THEN the old file is intact and no temp file is left
+    target = tmp_path / "toyshop-small.sqlite"
+    target.write_bytes(small.read_bytes())
+
+    def boom(conn, *args):
+        conn.execute("CREATE TABLE half (x)")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dataset, "_fill", boom)
+    with pytest.raises(KeyboardInterrupt):
+        build("small", target)
+    assert verify(target, "small") is None
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "stale", "rows"])
+def test_ensure_rebuilds_a_damaged_file(small, tmp_path, capsys, damage):
+    target = tmp_path / "toyshop-small.sqlite"
+    target.write_bytes(small.read_bytes())
+    if damage == "garbage":
+        target.write_bytes(b"this is not a database" * 100)
+    elif damage == "truncate":
+        target.write_bytes(small.read_bytes()[: 4096 * 20])
+    else:
+        conn = sqlite3.connect(target)
+        if damage == "stale":
+            conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+        else:
+            conn.execute("DELETE FROM orders WHERE id < 10")
+        conn.commit()
+        conn.close()
+    assert verify(target, "small") is not None
+    assert ensure("small", directory=tmp_path) == target
+    assert "building the small toyshop dataset" in capsys.readouterr().err
+    assert verify(target, "small") is None
+    assert _digest(target) == _digest(small)
+
+
+def test_ensure_builds_once(tmp_path, capsys):
+    path = ensure("small", directory=tmp_path)
+    mtime = path.stat().st_mtime_ns
+    assert ensure("small", directory=tmp_path) == path
+    assert path.stat().st_mtime_ns == mtime
+    assert capsys.readouterr().err.count("building") == 1
+
+
+def test_cli_build_and_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LABKIT_DATA_DIR", str(tmp_path))
+    assert dataset.main(["build", "--size", "small"]) == 0
+    assert dataset.main(["path", "--size", "small"]) == 0
+    out = capsys.readouterr().out.split()
+    assert out == [str(tmp_path / "toyshop-small.sqlite")] * 2
+
+
+def test_unknown_size_is_refused():
+    with pytest.raises(BadInputError, match="small, default, large"):
+        dataset.db_path("huge")
+
+
+def test_skewed_keys_are_80_20_and_deterministic(small):
+    keys = skewed_config_keys(20_000, "small")
+    assert keys == skewed_config_keys(20_000, "small")
+    counts = Counter(keys).most_common()
+    top = int(dataset.SIZES["small"][2] * 0.2)
+    share = sum(n for _, n in counts[:top]) / len(keys)
+    assert 0.78 <= share <= 0.86
+    conn = sqlite3.connect(small)
+    assert conn.execute("SELECT COUNT(*) FROM config WHERE key = ?", (keys[0],)).fetchone()[0] == 1
+    assert config_key(8) == "cfg.pricing.000008"

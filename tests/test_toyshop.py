@@ -1,0 +1,243 @@
+"""toyshop in process: export variants, usage counts, the catalog app and fake, and the order service's HTTP
+contract (Server-Timing, variants, 400/404, never 500) through Starlette's TestClient."""
+
+from __future__ import annotations
+
+import msgpack
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from labkit.errors import BadInputError
+from labkit.toyshop import usage
+from labkit.toyshop.app import create_app
+from labkit.toyshop.catalog import FakeCatalog
+from labkit.toyshop.catalog import create_app as create_catalog
+from labkit.toyshop.dataset import LADDER, ensure
+from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
+from labkit.toyshop.export import EXPORTS, export_batched, export_join, export_naive, order_detail
+from labkit.toyshop.variants import REQUEST_SWITCHES, resolve
+from labkit.trace import parse_server_timing
+
+STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "total"]
+
+
+@pytest.fixture(scope="module")
+def db():
+    return ensure("small", quiet=True)
+
+
+@pytest.fixture(scope="module")
+def conn(db):
+    return connect(db)
+
+
+@pytest.fixture(scope="module")
+def catalog(db):
+    return FakeCatalog.from_db(db)
+
+
+@pytest.fixture(scope="module")
+def client(db, catalog):
+    with TestClient(create_app(db, catalog), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_connect_gives_a_read_only_subclass(conn):
+    import sqlite3
+
+    assert isinstance(conn, ToyshopConnection) and isinstance(conn, sqlite3.Connection)
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute("DELETE FROM orders")
+    conn.execute = lambda *a: "instrumented"  # an instance can be instrumented
+    assert conn.execute("x") == "instrumented"
+    del conn.execute
+
+
+@pytest.mark.parametrize("customer_id", [*LADDER, 10, 57, 123, 300])
+def test_export_variants_give_identical_output(conn, catalog, customer_id):
+    naive = export_naive(conn, catalog, customer_id)
+    assert export_batched(conn, catalog, customer_id) == naive
+    assert export_join(conn, catalog, customer_id) == naive
+    assert naive["order_count"] == len(naive["orders"])
+
+
+def test_export_content(conn, catalog):
+    out = export_naive(conn, catalog, 1)
+    assert (out["order_count"], out["item_count"]) == (50, 200)
+    item = out["orders"][0]["items"][0]
+    assert item["line_total_cents"] == item["quantity"] * item["unit_price_cents"]
+    assert item["product"]["id"] == item["product_id"] and len(item["product"]) == 32
+    dates = [o["created_at"] for o in out["orders"]]
+    assert dates == sorted(dates)
+
+
+@pytest.mark.parametrize("fn, queries, calls", [(export_naive, 252, 200), (export_batched, 4, 4),
+                                                (export_join, 2, 4)])
+def test_queries_and_catalog_calls_are_counted(conn, catalog, fn, queries, calls):
+    seen = []
+    catalog.observers.append(lambda method, url, dur: seen.append((method, url, dur)))
+    try:
+        with usage.track() as u:
+            fn(conn, catalog, 1)
+    finally:
+        catalog.observers.clear()
+    assert (u.db_count, u.catalog_count, len(seen)) == (queries, calls, calls)
+    assert u.db_ns > 0 and all(m == "GET" and url.startswith("fake://catalog/products") for m, url, _ in seen)
+
+
+def test_unknown_ids_raise_not_found(conn, catalog):
+    for fn in EXPORTS.values():
+        with pytest.raises(NotFoundError):
+            fn(conn, catalog, 10**9)
+    with pytest.raises(NotFoundError):
+        order_detail(conn, catalog, 10**9)
+
+
+def test_concurrent_catalog_view_gives_same_answer(catalog):
+    ids = list(range(1, 230))
+    fanned = catalog.with_concurrency(4)
+    with usage.track() as u:
+        assert fanned.get_many(ids) == catalog.get_many(ids) == catalog.get_each(ids)
+    assert u.catalog_count == 5 + 5 + 229
+    assert fanned.observers is catalog.observers
+
+
+def test_catalog_app_single_and_batch(db):
+    with TestClient(create_catalog(db, max_batch=3)) as c:
+        assert c.get("/products/7").json()["id"] == 7
+        assert c.get("/products/999999").status_code == 404
+        assert c.get("/products/x").json()["parameter"] == "product_id"
+        body = c.get("/products?ids=3,999999,1").json()
+        assert [p["id"] for p in body["products"]] == [3, 1] and body["missing"] == [999999]
+        too_many = c.get("/products?ids=1,2,3,4")
+        assert too_many.status_code == 400 and "at most 3" in too_many.json()["message"]
+        assert c.get("/products").json()["parameter"] == "ids"
+
+
+def test_catalog_delay_is_labelled_an_emulation(db):
+    with TestClient(create_catalog(db, delay_ms=1.5)) as c:
+        assert c.get("/products/1").headers["X-Emulated-Delay-Ms"] == "1.5"
+
+
+def _timing(resp) -> dict:
+    metrics = parse_server_timing(resp.headers["server-timing"])
+    assert list(metrics) == STAGES
+    assert all(m.dur_ms is not None and m.dur_ms >= 0 for m in metrics.values())
+    return metrics
+
+
+@pytest.mark.parametrize("variant, queries, calls", [("naive", 252, 200), ("batched", 4, 4), ("join", 2, 4)])
+def test_server_timing_counts_queries_and_catalog_calls(client, variant, queries, calls):
+    resp = client.get(f"/customers/1/export?n1={variant}")
+    assert resp.status_code == 200
+    m = _timing(resp)
+    assert (m["db"].count, m["catalog"].count) == (queries, calls)
+    assert m["total"].dur_ms >= m["db"].dur_ms
+    assert f"n1={variant}" in resp.headers["x-variant"]
+
+
+def test_every_variant_of_export_gives_the_same_content(client):
+    base = client.get("/customers/5/export").json()
+    for n1 in REQUEST_SWITCHES["n1"]:
+        for io in REQUEST_SWITCHES["io"]:
+            for codec in REQUEST_SWITCHES["codec"]:
+                resp = client.get(f"/customers/5/export?n1={n1}&io={io}&codec={codec}")
+                data = msgpack.unpackb(resp.content) if codec == "msgpack" else orjson.loads(resp.content)
+                assert data == base, (n1, io, codec)
+    trimmed = client.get("/customers/5/export?fields=trimmed").json()
+    assert len(trimmed["orders"][0]["items"][0]["product"]) == 8
+    assert client.get("/customers/5/export?codec=msgpack").headers["content-type"] == "application/msgpack"
+
+
+def test_quote_is_the_same_for_every_core_variant(client):
+    answers = {client.get(f"/quote?customer_id=1&layout={lay}&buffers={buf}").content
+               for lay in ("aos", "soa") for buf in ("grow", "prealloc")}
+    assert len(answers) == 1
+    quote = orjson.loads(answers.pop())
+    assert quote["lines"] == 200
+    synthetic = client.get("/quote?lines=500&seed=3&layout=soa")
+    assert synthetic.status_code == 200 and synthetic.json()["lines"] == 500
+    assert _timing(synthetic)["db"].count == 0
+
+
+def test_config_lookup_and_local_cache(client):
+    key = "cfg.search.000004"
+    first = client.get(f"/config/{key}")
+    assert first.status_code == 200 and first.json()["key"] == key
+    assert _timing(first)["db"].count == 1
+    client.get(f"/config/{key}?cache=local")
+    hit = client.get(f"/config/{key}?cache=local")
+    assert hit.json() == first.json() and _timing(hit)["db"].count == 0
+
+
+def test_one_order(client):
+    resp = client.get("/orders/1")
+    assert resp.status_code == 200 and resp.json()["id"] == 1 and resp.json()["items"]
+
+
+@pytest.mark.parametrize("url, parameter", [
+    ("/customers/0/export", "customer_id"), ("/customers/abc/export", "customer_id"),
+    ("/customers/1/export?n1=fast", "n1"), ("/customers/1/export?codex=orjson", "codex"),
+    ("/customers/1/export?n1=join&n1=naive", "n1"), ("/orders/-1", "order_id"),
+    ("/quote", "customer_id"), ("/quote?customer_id=1&lines=5", "customer_id"), ("/quote?lines=x", "lines"),
+    ("/quote?lines=999999999", "lines"), ("/config/bad%20key", "key"),
+])
+def test_bad_input_is_a_400_naming_the_parameter(client, url, parameter):
+    resp = client.get(url)
+    assert resp.status_code == 400
+    assert resp.json()["parameter"] == parameter and resp.json()["error"] == "bad_parameter"
+    _timing(resp)
+
+
+@pytest.mark.parametrize("url", ["/customers/99999/export", "/orders/99999999", "/config/no.such.key",
+                                 "/quote?customer_id=99999"])
+def test_unknown_ids_are_404(client, url):
+    resp = client.get(url)
+    assert resp.status_code == 404 and resp.json()["error"] == "not_found"
+    _timing(resp)
+
+
+def test_unknown_route_is_a_json_404(client):
+    resp = client.get("/nope")
+    assert resp.status_code == 404 and "openapi" in resp.json()["message"]
+    assert client.post("/health").status_code == 405
+
+
+def test_openapi_lists_every_endpoint(client):
+    schema = client.get("/openapi.json").json()
+    assert set(schema["paths"]) == {"/health", "/customers/{customer_id}/export", "/orders/{order_id}",
+                                    "/quote", "/config/{key}"}
+
+
+def test_process_defaults_and_validation(db, catalog):
+    with TestClient(create_app(db, catalog, variants={"n1": "join", "codec": "orjson", "pool": 1})) as c:
+        resp = c.get("/customers/1/export")
+        assert _timing(resp)["db"].count == 2 and "n1=join" in resp.headers["x-variant"]
+        assert c.get("/health").json()["variants"]["pool"] == 1
+    with pytest.raises(BadInputError, match="pool"):
+        resolve({"pool": 0})
+    with pytest.raises(BadInputError, match="unknown variant switch"):
+        resolve({"nplus1": "join"})
+
+
+_switch_values = st.sampled_from([v for vs in REQUEST_SWITCHES.values() for v in vs] + ["", "x", "1", "é"])
+_names = st.sampled_from([*REQUEST_SWITCHES, "customer_id", "lines", "seed", "ids"]) | st.text(max_size=6)
+_values = _switch_values | st.integers(-5, 10**12).map(str) | st.text(max_size=12)
+_segment = (st.integers(-3, 2**40).map(str) | st.text(max_size=20)
+            | st.sampled_from(["1", "cfg.pricing.000008", "0", "٣", "1.5", "%00"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(template=st.sampled_from(["/customers/{}/export", "/orders/{}", "/config/{}", "/quote", "/health"]),
+       segment=_segment, params=st.lists(st.tuples(_names, _values), max_size=4))
+def test_fuzz_no_endpoint_answers_500(client, template, segment, params):
+    from urllib.parse import quote
+
+    path = template.format(quote(segment, safe="")) if "{}" in template else template
+    resp = client.get(path, params=params)
+    assert resp.status_code in (200, 400, 404), (path, params, resp.text[:300])
+    if resp.status_code != 404 or path.count("/") > 1:
+        assert "server-timing" in resp.headers
