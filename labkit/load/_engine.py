@@ -1,0 +1,238 @@
+"""The load-generation loop: open loop (arrivals on a schedule) and closed loop (fixed concurrency).
+
+Open loop, and why latency starts at the *intended* send time: a request scheduled for time t that goes out
+late -- because every connection was still busy with a stalled response -- would, timed from its actual send,
+hide exactly the wait a real user would have suffered ("coordinated omission"). Like wrk2, we time each request
+from its scheduled time; the time from the actual send (``service``) is kept too, and the difference is the
+client-side queueing (``lag``).
+
+Shape: ``connections`` worker tasks, each owning one keep-alive connection. A worker that is free claims the
+next slot of the shared arrival schedule, waits until its time and sends. No task hands work to another, so
+no dispatch hop is added to the measured latency; when every worker is busy, the due slots queue and the first
+worker to free up takes the oldest one (a pool of N connections: the queue is M/G/N-like, not N separate
+queues). Waiting: a coarse ``sleep`` to ~2 ms before the slot (uvloop timers have 1 ms resolution), then a
+spin of ``sleep(0)`` yields, so requests leave within tens of microseconds of their slot.
+
+At the end: no slot at or after ``end`` is claimed; slots already due keep being sent until
+``end + timeout_s``; due slots still unsent then are counted as ``unsent`` errors, never silently dropped.
+
+The clock, ``sleep`` and the connection factory are injected so tests can replay a scenario exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from array import array
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from labkit.load._http import ConnectError, HTTPConnection, ProtocolError
+from labkit.load._options import PathPicker, Settings, Target
+
+__all__ = ["Engine", "RawRun", "Connection"]
+
+SPIN_NS = 2_000_000
+
+
+class Connection(Protocol):
+    """What the engine needs from a connection (the real one is :class:`HTTPConnection`)."""
+
+    opens: int
+
+    async def request(self, path: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class RawRun:
+    """What a run recorded, before it becomes a LoadResult. Times are ns relative to the measured start."""
+
+    intended: array = field(default_factory=lambda: array("q"))
+    sent: array = field(default_factory=lambda: array("q"))
+    done: array = field(default_factory=lambda: array("q"))
+    status: array = field(default_factory=lambda: array("h"))
+    path_id: array = field(default_factory=lambda: array("i"))
+    paths: list[str] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    error_examples: dict[str, str] = field(default_factory=dict)
+    warmup_requests: int = 0
+    elapsed_ns: int = 0  # measured start -> last response or failure
+    connections_opened: int = 0
+
+
+class Engine:
+    """One run. ``await engine.run()`` returns a RawRun; ``stop()`` (thread-safe via the loop) ends it early."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        target: Target,
+        picker: PathPicker,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        connect: Callable[[], Connection] | None = None,
+        spin_ns: int = SPIN_NS,
+    ) -> None:
+        self.s = settings
+        self._picker = picker
+        self._clock = clock
+        self._sleep = sleep
+        self._connect = connect or (lambda: HTTPConnection(target.host, target.port, target.host_header))
+        self._spin_ns = spin_ns
+        self.raw = RawRun()
+        self._path_ids: dict[str, int] = {}
+        self._index = 0  # next request index given to the picker (warm-up included)
+        self._measured = 0  # requests claimed inside the measured window
+        self._stopped = False
+        self._schedule: Iterator[int] | None = None
+        # progress counters, read (not written) by the progress bar in another thread
+        self.completed = 0
+        self.failed = 0
+        self.start_ns = self.measure_ns = self.end_ns = 0
+
+    # -- public -----------------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """End the run early: nothing new is claimed; in-flight requests finish."""
+        self._stopped = True
+
+    async def run(self) -> RawRun:
+        """Run the load to completion and return what was recorded."""
+        s = self.s
+        conns = [self._connect() for _ in range(s.connections)]
+        # Start a little in the future so that every worker is parked before the first slot is due.
+        self.start_ns = self._clock() + 1_000_000
+        self.measure_ns = self.start_ns + round(s.warmup_s * 1e9)
+        self.end_ns = self.measure_ns + round(s.duration_s * 1e9)
+        self._drain_ns = self.end_ns + round(s.timeout_s * 1e9)
+        self._last_done = self.measure_ns
+        worker = self._open_worker if s.mode == "open" else self._closed_worker
+        if s.mode == "open":
+            self._schedule = self._arrivals()
+        try:
+            await asyncio.gather(*(worker(c) for c in conns))
+        finally:
+            for c in conns:
+                c.close()
+        self.raw.elapsed_ns = self._last_done - self.measure_ns
+        self.raw.connections_opened = sum(c.opens for c in conns)
+        return self.raw
+
+    # -- schedule ---------------------------------------------------------------------------------------------
+    def _arrivals(self) -> Iterator[int]:
+        rate, start = self.s.rate, self.start_ns
+        assert rate is not None
+        if self.s.arrivals == "constant":
+            interval = 1e9 / rate
+            i = 0
+            while True:
+                yield start + round(i * interval)
+                i += 1
+        rng = random.Random(self.s.seed)
+        t = float(start)
+        while True:
+            yield round(t)
+            t += rng.expovariate(rate) * 1e9
+
+    def _claim_slot(self) -> int | None:
+        if self._stopped or self._measured >= self.s.max_requests:
+            return None
+        assert self._schedule is not None
+        t = next(self._schedule)
+        if t >= self.end_ns:
+            self._stopped = True  # the schedule is in time order: every later slot is past the end too
+            return None
+        if t >= self.measure_ns:
+            self._measured += 1
+        return t
+
+    async def _wait_until(self, t: int) -> None:
+        clock = self._clock
+        delay = t - clock()
+        if delay <= 0:
+            return
+        if delay > self._spin_ns:
+            await self._sleep((delay - self._spin_ns) / 1e9)
+        while clock() < t:
+            await self._sleep(0)
+
+    # -- workers ----------------------------------------------------------------------------------------------
+    async def _open_worker(self, conn: Connection) -> None:
+        while (t := self._claim_slot()) is not None:
+            await self._wait_until(t)
+            if self._clock() > self._drain_ns:
+                if t >= self.measure_ns:
+                    self._error("unsent", "due before the end of the run but no connection was free in time")
+                continue
+            await self._one(conn, t)
+
+    async def _closed_worker(self, conn: Connection) -> None:
+        clock, s = self._clock, self.s
+        # Closed loop: wait for the common start, then send back to back until the end or the cap.
+        await self._wait_until(self.start_ns)
+        while not self._stopped:
+            now = clock()
+            if now >= self.end_ns:
+                break
+            if now >= self.measure_ns:
+                if self._measured >= s.max_requests:
+                    break
+                self._measured += 1
+            await self._one(conn, now)
+
+    async def _one(self, conn: Connection, intended: int) -> None:
+        index = self._index
+        self._index += 1
+        path = self._picker(index)
+        clock = self._clock
+        sent = clock()
+        status = 0
+        kind = example = ""
+        try:
+            async with asyncio.timeout(self.s.timeout_s):
+                status = await conn.request(path)
+        except TimeoutError:
+            conn.close()  # the response may still arrive later: never reuse this connection
+            kind, example = "timeout", f"no complete response within timeout_s={self.s.timeout_s}"
+        except ConnectError as exc:
+            kind, example = "connect", str(exc)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            kind, example = "closed", f"connection closed mid-response ({type(exc).__name__})"
+        except ProtocolError as exc:
+            kind, example = "protocol", str(exc)
+        except OSError as exc:
+            conn.close()
+            kind, example = "os", f"{type(exc).__name__}: {exc}"
+        done = clock()
+        if done > self._last_done:
+            self._last_done = done
+        if intended < self.measure_ns:  # warm-up: neither samples nor errors are counted
+            self.raw.warmup_requests += 1
+            return
+        if kind:
+            self._error(kind, example)
+            return
+        raw = self.raw
+        pid = self._path_ids.get(path)
+        if pid is None:
+            pid = self._path_ids[path] = len(raw.paths)
+            raw.paths.append(path)
+        m = self.measure_ns
+        raw.intended.append(intended - m)
+        raw.sent.append(sent - m)
+        raw.done.append(done - m)
+        raw.status.append(status)
+        raw.path_id.append(pid)
+        self.completed += 1
+        if not 200 <= status < 300:
+            self.failed += 1
+            raw.errors[f"http_{status}"] = raw.errors.get(f"http_{status}", 0) + 1
+
+    def _error(self, kind: str, example: str) -> None:
+        self.failed += 1
+        self.raw.errors[kind] = self.raw.errors.get(kind, 0) + 1
+        self.raw.error_examples.setdefault(kind, example)

@@ -1,0 +1,348 @@
+"""labkit.load: exact counts, errors by kind, loopback only, intended-time latency, save/load, the knee rule.
+
+Two kinds of test: the engine replayed on a fake clock with a fake connection (exact numbers, no sockets),
+and short runs against a tiny in-test asyncio HTTP server (behaviour: counts, errors, reconnects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit.errors import BadInputError, ResultsError
+from labkit.load import LoadResult, Sweep, run, sweep
+from labkit.load._options import Settings
+from labkit.load._runner import build_result, prepare
+
+# -- a tiny HTTP server in a thread ------------------------------------------------------------------------------
+
+
+class TinyServer:
+    """HTTP/1.1 on 127.0.0.1 with one behaviour per path; counts requests per path."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.stall_s = 0.0  # /stall: the first request freezes the whole server this long
+        self._stalled = False
+        self.loop = asyncio.new_event_loop()
+        self.server: asyncio.base_events.Server | None = None
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+            ready.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        ready.wait()
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                path = head.split(b" ", 2)[1].decode()
+                self.counts[path] = self.counts[path] + 1
+                route = path.split("?", 1)[0]
+                if route == "/hang":
+                    await asyncio.sleep(30)
+                    return
+                if route == "/stall" and not self._stalled and self.counts[path] == 10:
+                    self._stalled = True
+                    time.sleep(self.stall_s)  # freezes every connection, like a GC pause
+                if route == "/503":
+                    writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+                elif route == "/chunked":
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                 b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n")
+                elif route == "/close":
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                elif route == "/eof":  # body delimited by the server closing the connection
+                    writer.write(b"HTTP/1.0 200 OK\r\n\r\nbody until close")
+                elif route == "/drop":  # says keep-alive, then closes while idle
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    await writer.drain()
+                    writer.close()
+                    return
+                else:
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+                if route in ("/close", "/eof"):
+                    await writer.drain()
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    def close(self) -> None:
+        def stop() -> None:
+            assert self.server is not None
+            self.server.close()
+            self.loop.stop()
+
+        self.loop.call_soon_threadsafe(stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def server():
+    s = TinyServer()
+    yield s
+    s.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the engine on a fake clock: exact numbers ---------------------------------------------------------------------
+
+
+class FakeConn:
+    """Each request takes ``service[i]`` ns of fake time (default 1 ms) and returns ``status``."""
+
+    def __init__(self, clock, service: dict[int, int], log: list, status: int = 200) -> None:
+        self.clock, self.service, self.log, self.status, self.opens = clock, service, log, status, 1
+
+    async def request(self, path: str) -> int:
+        i = len(self.log)
+        self.log.append((path, self.clock.now))
+        self.clock.tick(self.service.get(i, 1_000_000))
+        return self.status
+
+    def close(self) -> None:
+        pass
+
+
+def _replay(clock, service: dict[int, int], **kw) -> tuple[LoadResult, list]:
+    log: list = []
+
+    async def fake_sleep(seconds: float) -> None:
+        clock.tick(round(seconds * 1e9))
+
+    engine = prepare("http://127.0.0.1:9/x", clock=clock, sleep=fake_sleep, spin_ns=0,
+                     connect=lambda: FakeConn(clock, service, log), **kw)
+    raw = asyncio.run(engine.run())
+    return build_result(engine.s, raw, fingerprint={}), log
+
+
+def test_open_loop_times_queued_requests_from_their_intended_send(clock):
+    # GIVEN 100 req/s on one connection (a slot every 10 ms), 1 ms per request, except request 3 takes 55 ms
+    r, log = _replay(clock, {3: 55_000_000}, rate=100, duration_s=0.1, connections=1)
+    ms = (r.samples_ns / 1e6).tolist()
+    # THEN the requests that queued behind the slow one carry their wait: 46, 37, 28, 19, 10 ms, then back to 1
+    assert ms == [1, 1, 1, 55, 46, 37, 28, 19, 10, 1]
+    # AND the time from the actual send (what a closed loop would report) hides that wait
+    assert (r.service_ns / 1e6).tolist() == [1, 1, 1, 55, 1, 1, 1, 1, 1, 1]
+    assert (r.lag_ns / 1e6).tolist() == [0, 0, 0, 0, 45, 36, 27, 18, 9, 0]
+    assert (r.start_ns / 1e6).tolist() == [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
+    assert r.responses == 10 and r.errors == {} and r.offered_rate == 100
+
+
+def test_closed_loop_reports_time_from_send_and_obeys_the_cap(clock):
+    r, log = _replay(clock, {3: 55_000_000}, concurrency=1, duration_s=10, max_requests=6)
+    assert (r.samples_ns / 1e6).tolist() == [1, 1, 1, 55, 1, 1]
+    assert len(log) == 6 and r.mode == "closed" and r.offered_rate is None
+
+
+def test_warmup_requests_are_sent_but_not_counted(clock):
+    r, log = _replay(clock, {}, rate=100, duration_s=0.05, warmup_s=0.03, connections=1)
+    assert len(log) == 8 and r.warmup_requests == 3 and r.responses == 5
+    assert (r.start_ns / 1e6).tolist() == [0, 10, 20, 30, 40]
+
+
+def test_poisson_arrivals_are_seeded_and_average_the_rate(clock):
+    a, _ = _replay(clock, {0: 0}, rate=1000, duration_s=2, connections=4, arrivals="poisson", seed=7)
+    b, _ = _replay(type(clock)(), {0: 0}, rate=1000, duration_s=2, connections=4, arrivals="poisson", seed=7)
+    assert np.array_equal(a.start_ns, b.start_ns)
+    gaps = np.diff(np.sort(a.start_ns))
+    assert 1800 < a.responses < 2200 and gaps.std() / gaps.mean() > 0.8  # exponential gaps: CV ≈ 1
+
+
+def test_slots_still_due_after_the_drain_deadline_are_counted_unsent(clock):
+    # one connection, 100 req/s for 0.1 s, and the first request takes 1 s: its 9 followers cannot be sent
+    # before end + timeout_s (0.1 + 0.2 s)
+    r, log = _replay(clock, {0: 1_000_000_000}, rate=100, duration_s=0.1, connections=1, timeout_s=0.2)
+    assert r.errors == {"unsent": 9} and r.responses == 1 and r.requests == 10
+
+
+# -- input checks --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.1/", "http://192.168.1.5:8000/x", "http://example.com/",
+                                 "http://[2001:db8::1]/", "https://127.0.0.1/", "ftp://127.0.0.1/"])
+def test_only_loopback_http_is_targeted(url):
+    with pytest.raises(BadInputError, match="loopback|http"):
+        run(url, rate=10, duration_s=1)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/", "http://127.8.9.10:1/", "http://localhost:1/",
+                                 "http://[::1]:1/"])
+def test_loopback_forms_are_accepted(url):
+    prepare(url, rate=10, duration_s=1)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"rate": 10, "concurrency": 2}, "exactly one"),
+    ({}, "exactly one"),
+    ({"rate": -5}, "rate"),
+    ({"rate": float("nan")}, "rate"),
+    ({"concurrency": 0}, "concurrency"),
+    ({"concurrency": 1.5}, "integer"),
+    ({"rate": 10, "duration_s": 0}, "duration_s"),
+    ({"rate": 10, "duration_s": 10**6}, "duration_s"),
+    ({"rate": 10, "max_requests": 0}, "max_requests"),
+    ({"rate": 10, "timeout_s": -1}, "timeout_s"),
+    ({"rate": 10, "arrivals": "bursty"}, "arrivals"),
+    ({"concurrency": 2, "arrivals": "poisson"}, "open loop"),
+    ({"concurrency": 2, "connections": 5}, "connections"),
+    ({"rate": 10, "paths": ["no-slash"]}, "paths"),
+    ({"rate": 10, "cpus": [9999]}, "cpus"),
+])
+def test_bad_knobs_say_how_to_fix(kwargs, match):
+    with pytest.raises(BadInputError, match=match):
+        run("http://127.0.0.1:1/", **{"duration_s": 1, **kwargs})
+
+
+# -- against a real (tiny) server ----------------------------------------------------------------------------------
+
+
+def test_counts_are_exact_with_warmup(server):
+    r = run(server.url + "/ok", rate=500, duration_s=0.2, warmup_s=0.1)
+    assert r.responses == 100 and r.warmup_requests == 50 and r.status_counts == {200: 100}
+    assert server.counts["/ok"] == 150 and r.errors == {}
+
+
+def test_request_cap_ends_the_run(server):
+    r = run(server.url + "/ok", rate=1000, duration_s=30, max_requests=30)
+    assert r.responses == 30 and server.counts["/ok"] == 30 and r.duration_s < 5
+
+
+@pytest.mark.parametrize("path", ["/chunked", "/close", "/eof", "/drop"])
+def test_body_framings_and_reconnects(server, path):
+    r = run(server.url + path, concurrency=2, duration_s=5, max_requests=10)
+    assert r.status_counts == {200: 10} and r.errors == {} and server.counts[path] == 10
+    if path != "/chunked":
+        assert r.connections_opened == 10  # the server closed each connection: one per request
+    else:
+        assert r.connections_opened == 2
+
+
+def test_non_2xx_are_counted_as_errors_and_kept_apart_by_path(server):
+    r = run(server.url, concurrency=1, duration_s=5, max_requests=20, paths=["/ok", "/503"])
+    assert r.status_counts == {200: 10, 503: 10} and r.errors == {"http_503": 10}
+    assert r.ok == 10 and r.error_rate == 0.5
+    assert r.select("/503").responses == 10 and set(r.select("/ok").statuses.tolist()) == {200}
+    assert r.percentiles((50,), ok_only=True)[50] > 0
+    assert "http_503 10" in r.summary()
+
+
+def test_timeouts_are_counted_not_dropped(server):
+    r = run(server.url + "/hang", concurrency=2, duration_s=0.3, timeout_s=0.1)
+    assert r.responses == 0 and r.errors["timeout"] == server.counts["/hang"] >= 4
+    assert "timeout" in r.summary()
+
+
+def test_connection_refused_is_counted():
+    r = run(f"http://127.0.0.1:{_free_port()}/", concurrency=1, duration_s=5, max_requests=5)
+    assert r.errors == {"connect": 5} and r.responses == 0 and r.requests == 5
+    assert "no response at all" in r.summary()
+
+
+def test_a_server_stall_shows_in_every_request_queued_behind_it(server):
+    # GIVEN one connection at 200 req/s (a slot every 5 ms) and a server that freezes for 150 ms once
+    server.stall_s = 0.15
+    r = run(server.url + "/stall", rate=200, duration_s=0.5, connections=1)
+    lat_ms, svc_ms = r.samples_ns / 1e6, r.service_ns / 1e6
+    # THEN about 30 slots fell inside the stall, and each carries its share of the wait (~150, 145, 140… ms)
+    assert r.responses == 100
+    assert np.count_nonzero(lat_ms > 50) >= 15
+    # WHILE timed from the actual send only the request that hit the stall looks slow
+    assert np.count_nonzero(svc_ms > 50) <= 2
+    assert r.percentiles((99,))[99] > 3 * r.percentiles((99,), of="service")[99]
+
+
+def test_run_works_inside_a_running_event_loop(server):
+    # Jupyter runs an event loop in the kernel's thread; run() must still work from a cell
+    async def cell() -> LoadResult:
+        return run(server.url + "/ok", concurrency=1, duration_s=2, max_requests=5)
+
+    assert asyncio.run(cell()).responses == 5
+
+
+def test_run_async_on_the_callers_loop(server):
+    r = asyncio.run(labkit.load.run_async(server.url + "/ok", concurrency=1, duration_s=2, max_requests=7))
+    assert r.responses == 7
+
+
+# -- values: frames, files, compare, sweeps ------------------------------------------------------------------------
+
+
+def test_save_load_round_trip(server, tmp_path):
+    r = run(server.url, concurrency=1, duration_s=5, max_requests=20, paths=["/ok", "/503"])
+    back = LoadResult.load(r.save(tmp_path / "run.json"))
+    for name in ("samples_ns", "service_ns", "start_ns", "statuses", "path_ids"):
+        assert np.array_equal(getattr(back, name), getattr(r, name))
+    assert back.settings == r.settings and back.paths == r.paths and back.errors == r.errors
+    assert back.status_counts == r.status_counts and back.achieved_rate == r.achieved_rate
+    assert back.fingerprint == r.fingerprint and back.percentiles() == r.percentiles()
+    with pytest.raises(ResultsError):
+        Sweep.load(tmp_path / "run.json")
+
+
+def test_frame_histogram_and_compare(server):
+    r = run(server.url + "/ok", concurrency=1, duration_s=5, max_requests=50)
+    df = r.to_frame()
+    assert list(df.columns) == ["t_s", "latency_ns", "service_ns", "status", "ok", "path"] and len(df) == 50
+    assert r.histogram.get_total_count() == 50
+    c = labkit.compare(r, r)  # compare() reads samples_ns (and warnings) of any measured result
+    assert c.ratio == pytest.approx(1.0)
+
+
+def _synthetic(rate: float, achieved: float, p99_ms: float, errors: int = 0) -> LoadResult:
+    settings = Settings(url="http://127.0.0.1:1/", mode="open", rate=rate, concurrency=None, arrivals="constant",
+                        duration_s=1.0, max_requests=10**6, timeout_s=1.0, connections=8, warmup_s=0.0, seed=0,
+                        paths=None, picker=None)
+    n = 1000
+    samples = np.full(n, 1_000_000, dtype=np.int64)
+    samples[-20:] = int(p99_ms * 1e6)
+    return LoadResult(settings=settings, samples_ns=samples, service_ns=samples.copy(),
+                      start_ns=np.arange(n, dtype=np.int64), statuses=np.full(n, 200, dtype=np.int16),
+                      path_ids=np.zeros(n, dtype=np.int32), paths=("/",), status_counts={200: n},
+                      errors={"timeout": errors} if errors else {}, error_examples={}, offered_rate=rate,
+                      achieved_rate=achieved, duration_s=1.0)
+
+
+def test_knee_rule():
+    flat = [_synthetic(100, 100, 2), _synthetic(200, 199, 2.5)]
+    assert Sweep(tuple(flat)).knee() is None
+    bent = Sweep(tuple(flat + [_synthetic(300, 299, 7), _synthetic(400, 300, 50)]))
+    k = bent.knee()
+    assert k is not None and k.rate == 300 and k.last_good_rate == 200 and "P99" in k.reason
+    sat = Sweep((_synthetic(100, 100, 2), _synthetic(200, 150, 2)))
+    assert sat.knee().rate == 200 and "saturated" in sat.knee().reason
+    failing = Sweep((_synthetic(100, 100, 2), _synthetic(200, 200, 2, errors=50)))
+    assert "failing" in failing.knee().reason
+    df = bent.to_frame()
+    assert df["offered"].tolist() == [100, 200, 300, 400] and "p99_ns" in df.columns
+
+
+def test_sweep_runs_each_rate_and_round_trips(server, tmp_path):
+    sw = sweep(server.url + "/ok", [100, 200], duration_s=0.2, warmup_s=0.05, pause_s=0)
+    assert [s.responses for s in sw.steps] == [20, 40]
+    back = Sweep.load(sw.save(tmp_path / "sweep.json"))
+    assert [s.responses for s in back.steps] == [20, 40]
+    assert "knee" in sw.summary()
+    with pytest.raises(BadInputError):
+        sweep(server.url, [])
