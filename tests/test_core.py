@@ -41,7 +41,7 @@ CODECS = VARIANTS["codec"]
 
 
 def test_public_surface_is_exactly_all():
-    public = {n for n in dir(core) if not n.startswith("_")} - {"allocs", "cache", "encoding", "pricing", "variants"}
+    public = {n for n in dir(core) if not n.startswith("_")} - {"allocs", "cache", "encoding", "lines", "pricing", "variants"}
     assert public == set(core.__all__)
 
 
@@ -186,8 +186,9 @@ def test_prealloc_buffers_are_per_thread():
     ],
 )
 def test_bad_order_lines_are_rejected_with_the_field_named(rows, message):
-    with pytest.raises(BadInputError, match=message):
-        OrderLines.from_rows(rows)
+    for layout in VARIANTS["layout"]:  # each view validates as it is built, with the same message
+        with pytest.raises(BadInputError, match=message):
+            quote(OrderLines.from_rows(rows), layout=layout)
 
 
 def test_bad_columns_tax_rates_and_variants_are_rejected():
@@ -195,6 +196,8 @@ def test_bad_columns_tax_rates_and_variants_are_rejected():
         OrderLines.from_columns([1], [1, 2], [1], [0], [0])
     with pytest.raises(BadInputError, match="tax_rates_bp"):
         OrderLines.from_rows([], tax_rates_bp=(0, 20_000))
+    with pytest.raises(BadInputError, match="'qty' out of range"):
+        OrderLines.from_columns([1], [-1], [1], [0], [0])
     with pytest.raises(BadInputError, match="'layout'.*aos, soa"):
         quote(make_order_lines(3), layout="columnar")
     with pytest.raises(BadInputError, match="number of order lines"):

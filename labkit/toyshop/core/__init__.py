@@ -16,7 +16,7 @@ Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DE
     check_variant(switch, value) -> value       raises BadInputError naming switch, value and allowed values
     resolve_variants(choices=None, *, ignore_unknown=False) -> dict   every switch, defaults filled in
 
-Pricing (:mod:`.pricing`) — integer cents and basis points, so all variants agree *exactly*:
+Pricing (:mod:`.lines`, :mod:`.pricing`) — integer cents and basis points, so all variants agree *exactly*:
 
     lines = OrderLines.from_rows(rows)          rows: dicts keyed by LINE_FIELDS, or tuples in that order:
                                                 (product_id, qty, unit_price, discount_bp, tax_class)
@@ -28,7 +28,9 @@ Pricing (:mod:`.pricing`) — integer cents and basis points, so all variants ag
     Quote(lines, quantity, gross, discount, net, tax, total, by_tax_class).to_dict()
     DEFAULT_TAX_RATES_BP = (0, 550, 1000, 2000); OrderLines(..., tax_rates_bp=...) to change them
 
-    ``lines.rows`` (AoS) and ``lines.columns`` (SoA) are built lazily from whichever was given;
+    ``lines.rows`` (AoS) and ``lines.columns`` (SoA) are built — and the input validated, raising
+    BadInputError naming the field — on first access, each the way its layout would (a Python pass making
+    dicts; one np.array call + vectorised checks), so a request pays only for the view its variant uses.
     ``lines.materialize()`` builds both, so a timed kernel never times a conversion. SoA pays a fixed
     ~20 µs per call, so it loses below ~20–30 lines and wins from there (≈3–4× at 100 lines, ≈15–25× at
     1,000); prealloc helps SoA only when arrays are big (≥ ~100k lines), AoS from a few hundred lines.
@@ -68,15 +70,17 @@ from labkit.toyshop.core.encoding import (
     make_products,
     select_fields,
 )
-from labkit.toyshop.core.pricing import (
+from labkit.toyshop.core.lines import (
     DEFAULT_TAX_RATES_BP,
     LINE_FIELDS,
-    QUOTE_KERNELS,
     LineColumns,
     OrderLines,
+    make_order_lines,
+)
+from labkit.toyshop.core.pricing import (
+    QUOTE_KERNELS,
     Quote,
     TaxClassTotal,
-    make_order_lines,
     quote,
     quote_aos_grow,
     quote_aos_prealloc,

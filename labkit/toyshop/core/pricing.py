@@ -33,13 +33,19 @@ Two orthogonal switches (see :data:`labkit.toyshop.core.VARIANTS`), one signatur
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from operator import itemgetter
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from labkit.errors import BadInputError
+# re-exported: the service imports OrderLines and make_order_lines from here
+from labkit.toyshop.core.lines import (
+    DEFAULT_TAX_RATES_BP,
+    LINE_FIELDS,
+    LineColumns,
+    OrderLines,
+    make_order_lines,
+)
 from labkit.toyshop.core.variants import check_variant
 
 __all__ = [
@@ -59,27 +65,9 @@ __all__ = [
     "release_buffers",
 ]
 
-#: The fields of one order line, in the order tuple rows carry them.
-LINE_FIELDS: tuple[str, ...] = ("product_id", "qty", "unit_price", "discount_bp", "tax_class")
-#: Tax rate per tax class, in basis points: 0 %, 5.5 %, 10 %, 20 %.
-DEFAULT_TAX_RATES_BP: tuple[int, ...] = (0, 550, 1000, 2000)
-
-# Bounds that keep every intermediate and every sum inside int64, so NumPy and Python ints agree exactly.
-_MAX_LINES = 1_000_000
-_LIMITS = {"product_id": 2**62, "qty": 100_000, "unit_price": 10_000_000, "discount_bp": 10_000}
-_MAX_TAX_CLASSES = 64
+_MAX_TAX_CLASSES = 64  # as in .lines: the reusable per-class accumulators have this many slots
 _BP = 10_000
 _HALF = 5_000
-
-
-class LineColumns(NamedTuple):
-    """The SoA view: one contiguous int64 array per line field (``tax_class`` is ``intp``, an index)."""
-
-    product_id: np.ndarray
-    qty: np.ndarray
-    unit_price: np.ndarray
-    discount_bp: np.ndarray
-    tax_class: np.ndarray
 
 
 class TaxClassTotal(NamedTuple):
@@ -113,144 +101,6 @@ class Quote(NamedTuple):
         data = self._asdict()
         data["by_tax_class"] = [t._asdict() for t in self.by_tax_class]
         return data
-
-
-class OrderLines:
-    """Order lines holding both layouts: ``.rows`` (AoS, list of dicts) and ``.columns`` (SoA, NumPy).
-
-    Build with :meth:`from_rows` or :meth:`from_columns`; inputs are validated once, here, so the kernels
-    need not. A view that was not given is built on first access and kept; call :meth:`materialize` before
-    timing kernels so that no conversion lands inside a measurement.
-    """
-
-    __slots__ = ("_rows", "_columns", "tax_rates_bp", "_rates")
-
-    def __init__(
-        self, columns: LineColumns, rows: list[dict[str, int]] | None, tax_rates_bp: Sequence[int]
-    ) -> None:
-        self._columns = columns
-        self._rows = rows
-        self.tax_rates_bp: tuple[int, ...] = tuple(int(r) for r in tax_rates_bp)
-        self._rates = np.array(self.tax_rates_bp, dtype=np.int64)
-
-    @classmethod
-    def from_rows(
-        cls, rows: Iterable[Mapping[str, int] | Sequence[int]], *, tax_rates_bp: Sequence[int] = DEFAULT_TAX_RATES_BP
-    ) -> OrderLines:
-        """Lines from mappings keyed by :data:`LINE_FIELDS` or from tuples in that order (e.g. SQL rows).
-
-        Raises :class:`labkit.errors.BadInputError` naming the field when a value is not an integer or is
-        out of range. Mapping rows are kept as the AoS view; tuple rows get their dicts built lazily.
-        """
-        rows = list(rows)
-        keep: list[dict[str, int]] | None = None
-        if rows and isinstance(rows[0], Mapping):
-            try:
-                tuples = list(map(itemgetter(*LINE_FIELDS), rows))
-            except (KeyError, TypeError) as exc:
-                raise BadInputError(
-                    f"an order line lacks field {exc}: every line needs {', '.join(LINE_FIELDS)}; "
-                    "pass mappings with those keys or tuples in that order"
-                ) from None
-            if all(type(r) is dict for r in rows):
-                keep = rows  # type: ignore[assignment]
-        else:
-            tuples = rows  # type: ignore[assignment]
-        if not tuples:
-            table = np.zeros((0, len(LINE_FIELDS)), dtype=np.int64)
-        else:
-            try:
-                table = np.array(tuples)
-            except (ValueError, TypeError):
-                table = np.empty(0)
-            if table.ndim != 2 or table.shape[1] != len(LINE_FIELDS):
-                raise BadInputError(
-                    f"order lines must each have {len(LINE_FIELDS)} fields ({', '.join(LINE_FIELDS)}); "
-                    "got rows of other lengths or non-row values"
-                )
-        cols = [table[:, i] for i in range(len(LINE_FIELDS))]
-        return cls._checked(cols, keep, tax_rates_bp)
-
-    @classmethod
-    def from_columns(
-        cls,
-        product_id: Any,
-        qty: Any,
-        unit_price: Any,
-        discount_bp: Any,
-        tax_class: Any,
-        *,
-        tax_rates_bp: Sequence[int] = DEFAULT_TAX_RATES_BP,
-    ) -> OrderLines:
-        """Lines from five equal-length integer sequences (arrays, lists, ``array.array``)."""
-        cols = [np.asarray(c) for c in (product_id, qty, unit_price, discount_bp, tax_class)]
-        lengths = {len(c) if c.ndim == 1 else -1 for c in cols}
-        if len(lengths) != 1 or -1 in lengths:
-            raise BadInputError(
-                f"order-line columns must be 1-D and of equal length; got shapes {[c.shape for c in cols]}"
-            )
-        return cls._checked(cols, None, tax_rates_bp)
-
-    @classmethod
-    def _checked(
-        cls, cols: list[np.ndarray], rows: list[dict[str, int]] | None, tax_rates_bp: Sequence[int]
-    ) -> OrderLines:
-        rates = list(tax_rates_bp)
-        if not 1 <= len(rates) <= _MAX_TAX_CLASSES or any(
-            isinstance(r, bool) or not isinstance(r, int | np.integer) or not 0 <= r <= _BP for r in rates
-        ):
-            raise BadInputError(
-                f"tax_rates_bp={tax_rates_bp!r}: need 1–{_MAX_TAX_CLASSES} integer rates in basis points, "
-                f"each 0–{_BP} (e.g. {DEFAULT_TAX_RATES_BP})"
-            )
-        n = len(cols[0])
-        if n > _MAX_LINES:
-            raise BadInputError(f"{n} order lines: at most {_MAX_LINES} per quote; split the order")
-        limits = dict(_LIMITS, tax_class=len(rates) - 1)
-        out = []
-        for name, col in zip(LINE_FIELDS, cols, strict=True):
-            if col.dtype.kind == "O":
-                if not all(isinstance(v, int) and not isinstance(v, bool) for v in col.tolist()):
-                    raise BadInputError(f"order-line field {name!r} must hold integers; got other values")
-            elif n and col.dtype.kind not in "iu":
-                raise BadInputError(f"order-line field {name!r} must hold integers; got dtype {col.dtype}")
-            if n:
-                low, high = int(col.min()), int(col.max())
-                if low < 0 or high > limits[name]:
-                    raise BadInputError(
-                        f"order-line field {name!r} out of range: values must be 0–{limits[name]}, got "
-                        f"{low}–{high}"
-                        + ("; add a rate to tax_rates_bp or fix the class" if name == "tax_class" else "")
-                    )
-            # a private contiguous copy: the caller cannot mutate it under us
-            col = np.array(col, dtype=np.intp if name == "tax_class" else np.int64, order="C", copy=True)
-            col.flags.writeable = False
-            out.append(col)
-        return cls(LineColumns(*out), rows, rates)
-
-    def __len__(self) -> int:
-        return len(self._columns.qty)
-
-    def __repr__(self) -> str:
-        return f"OrderLines(n={len(self)}, tax_rates_bp={self.tax_rates_bp})"
-
-    @property
-    def columns(self) -> LineColumns:
-        """The SoA view (read-only arrays)."""
-        return self._columns
-
-    @property
-    def rows(self) -> list[dict[str, int]]:
-        """The AoS view: one dict per line keyed by :data:`LINE_FIELDS` (built on first access)."""
-        if self._rows is None:
-            lists = [c.tolist() for c in self._columns]
-            self._rows = [dict(zip(LINE_FIELDS, t, strict=True)) for t in zip(*lists, strict=True)]
-        return self._rows
-
-    def materialize(self) -> OrderLines:
-        """Build both views now (so timing a kernel never times a conversion); returns ``self``."""
-        self.rows  # noqa: B018 - touching the property builds the view
-        return self
 
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -465,24 +315,3 @@ def quote(lines: OrderLines, *, layout: str = "aos", buffers: str = "grow") -> Q
     """
     kernel = QUOTE_KERNELS[(check_variant("layout", layout), check_variant("buffers", buffers))]
     return kernel(lines)
-
-
-def make_order_lines(n: int, *, seed: int = 0, tax_rates_bp: Sequence[int] = DEFAULT_TAX_RATES_BP) -> OrderLines:
-    """``n`` deterministic, realistic order lines (both views built), for labs and benchmarks.
-
-    Quantities mostly 1–3, prices log-normal around $20, a discount on ~30 % of lines, classes skewed.
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= _MAX_LINES:
-        raise BadInputError(f"n={n!r}: the number of order lines must be an integer 0–{_MAX_LINES}")
-    rng = np.random.default_rng(seed)
-    k = len(tax_rates_bp)
-    weights = np.array([4.0, 1.0, 2.0, 6.0][:k] + [1.0] * max(0, k - 4))
-    lines = OrderLines.from_columns(
-        rng.integers(1, 100_000, n),
-        np.minimum(rng.geometric(0.5, n), 1000),
-        np.clip(rng.lognormal(7.6, 1.0, n).astype(np.int64), 1, 10_000_000),
-        np.where(rng.random(n) < 0.3, rng.choice([500, 1000, 1500, 2500], n), 0),
-        rng.choice(k, n, p=weights / weights.sum()),
-        tax_rates_bp=tax_rates_bp,
-    )
-    return lines.materialize()
