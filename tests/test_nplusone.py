@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import ForeignKey, create_engine, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
 
@@ -443,3 +445,29 @@ def test_toyshop_export_naive_suspects_and_batched_clean(toyshop) -> None:
         with watch(conn, cat) as w:
             assert variant(conn, cat, 5) == naive
         assert w.report.clean and w.report.count <= 6
+
+
+# --- the shape cache key never changes a shape --------------------------------------------------------------
+_PIECES = ["select", "SELECT", "a", "t1", "x.b", "from t", "where", "=", "-", "1", "42", "3.5", ".5", "'s'",
+           "'it''s'", "x'AB'", '"q 1"', "in (1, 2)", "IN (?,?)", ",", "(", ")", "-- c 1\n", "/* 2 */", "\n", "  ",
+           ":name", "%s", "?", "and", "values (1,'a'),(2,'b')"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14))
+@settings(max_examples=300, deadline=None)
+def test_shape_cache_key_agrees_with_full_normalisation(pieces: list[str]) -> None:
+    from labkit.nplusone.report import shape_of
+
+    sql = " ".join(pieces)
+    assert shape_of("sql", sql) == normalise_sql(sql)
+
+
+@given(st.lists(st.sampled_from(["products", "12", "v2", "abc", "7,8,9", "x1"]), min_size=1, max_size=4),
+       st.lists(st.tuples(st.sampled_from(["ids", "n", "q"]), st.sampled_from(["1", "1,2", "a", "v2", ""])),
+                max_size=3))
+@settings(max_examples=200, deadline=None)
+def test_url_cache_key_agrees_with_full_normalisation(segments: list[str], query: list[tuple[str, str]]) -> None:
+    from labkit.nplusone.report import shape_of
+
+    url = "http://127.0.0.1:1/" + "/".join(segments) + ("?" + "&".join(f"{k}={v}" for k, v in query) if query else "")
+    assert shape_of("http", f"GET {url}") == normalise_url(url, "GET")

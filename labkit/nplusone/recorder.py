@@ -76,8 +76,7 @@ class Watch:
         for tap in reversed(taps):
             release(tap, sink)
         queries = tuple(
-            Query(kind=e[0], target=e[1], statement=e[2], params=_params_repr(e[3]), shape=shape_of(e[0], e[2]),
-                  start_ns=e[4] - t0, duration_ns=e[5], site=e[6], timing=e[7])
+            Query(e[0], e[1], e[2], _params_repr(e[3]), shape_of(e[0], e[2]), e[4] - t0, e[5], e[6], e[7])
             for e in sink
         )
         report = Report(queries=queries, wall_ns=t1 - t0, threshold=self.threshold, label=self.label)

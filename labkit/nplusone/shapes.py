@@ -179,7 +179,9 @@ def normalise_url(url: str, method: str | None = None) -> str:
     if parts.query:
         items = []
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if "," in value and all(_is_id(v) for v in value.split(",") if v):
+            if value in ("{id}", "{ids}"):  # already normalised
+                items.append(f"{key}={value}")
+            elif "," in value and all(_is_id(v) for v in value.split(",") if v):
                 items.append(f"{key}={{ids}}")
             elif _is_id(value):
                 items.append(f"{key}={{id}}")

@@ -61,9 +61,19 @@ def _skipped(filename: str) -> bool:
 
             _SKIP_PREFIXES.append(os.path.dirname(sqlalchemy.__file__) + os.sep)
             _SKIP_FILES.clear()
+            _SKIP_CODE.clear()
         hit = filename.startswith(tuple(_SKIP_PREFIXES)) or filename.endswith(_SKIP_SUFFIXES)
         hit = hit or filename.startswith("<frozen ")
         _SKIP_FILES[filename] = hit
+    return hit
+
+
+_SKIP_CODE: dict[Any, bool] = {}
+
+
+def _skip_code(code: Any) -> bool:
+    hit = _skipped(code.co_filename) or "__tracebackhide__" in code.co_varnames
+    _SKIP_CODE[code] = hit
     return hit
 
 
@@ -72,12 +82,14 @@ def call_site(extra_skip: tuple[str, ...] = ()) -> str:
     SQLAlchemy and the toyshop's transport modules, outside any path starting with *extra_skip*, and outside
     functions that set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers)."""
     frame = sys._getframe(1)
+    known = _SKIP_CODE.get
     while frame is not None:
         code = frame.f_code
-        name = code.co_filename
-        if (not _skipped(name) and not (extra_skip and name.startswith(extra_skip))
-                and "__tracebackhide__" not in code.co_varnames):
-            return f"{name}:{frame.f_lineno}"
+        skip = known(code)
+        if skip is None:
+            skip = _skip_code(code)
+        if not skip and not (extra_skip and code.co_filename.startswith(extra_skip)):
+            return f"{code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
 

@@ -1,0 +1,129 @@
+"""Benchmark: the N+1 detector's overhead, and naive vs batched export end to end at two network distances.
+
+Run it alone (benchmarks never overlap):
+
+    flock /tmp/perflab-bench.lock .venv/bin/python tests/benchmarks/bench_nplusone.py [--rounds 20] [--quick]
+
+1. **Detector overhead** — the export of the ladder customer with 200 items, in process (toyshop
+   connection + the real catalog process over loopback), run bare and under ``labkit.nplusone.watch``,
+   interleaved by ``labkit.compare``. Goal: ≤ 5 % of an export request. Also shown for a worst case: the same
+   export against the in-process fake catalog (SQLite only, no network at all).
+2. **End to end** — ``GET /customers/1/export?n1=naive`` vs ``?n1=batched`` (and ``join``) over HTTP,
+   interleaved, with the catalog on loopback and with an *emulated* 0.5 ms catalog round trip
+   (``labkit.service.start(catalog_delay_ms=0.5)``). Printed as ratios with their intervals and verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import sys
+import time
+from urllib.parse import urlsplit
+
+from labkit.compare import compare
+from labkit.nplusone import watch
+from labkit.stats import format_duration
+from labkit.trace import parse_server_timing
+
+CUSTOMER = 1  # ladder: 50 orders × 4 items
+
+
+class KeepAlive:
+    """One persistent loopback HTTP/1.1 connection; ``get(path)`` returns (status, headers, body)."""
+
+    def __init__(self, base_url: str) -> None:
+        parts = urlsplit(base_url)
+        assert parts.hostname in ("127.0.0.1", "localhost"), base_url
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+
+    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        self.conn.request("GET", path)
+        resp = self.conn.getresponse()
+        body = resp.read()
+        return resp.status, dict(resp.getheaders()), body
+
+
+def overhead(svc: object, rounds: int) -> None:
+    from labkit.toyshop import catalog as cat_mod
+    from labkit.toyshop import db
+    from labkit.toyshop.export import export_batched, export_naive
+
+    conn = db.connect(size="small")
+    print("1. detector overhead (in-process export of customer 1: 50 orders × 4 items)")
+    fake = cat_mod.FakeCatalog.from_db(svc.db_path)  # type: ignore[attr-defined]
+    with cat_mod.CatalogClient(svc.catalog_url) as real:  # type: ignore[attr-defined]
+        for label, catalog in (("real catalog on loopback", real), ("fake catalog, SQLite only (worst case)", fake)):
+            for fn in (export_naive, export_batched):
+                w = watch(conn, catalog)
+
+                def bare(fn=fn, catalog=catalog) -> None:
+                    fn(conn, catalog, CUSTOMER)
+
+                def watched(fn=fn, catalog=catalog, w=w) -> None:
+                    with w:
+                        fn(conn, catalog, CUSTOMER)
+
+                c = compare(bare, watched, rounds=rounds, names=("bare", "watched"), min_sample_time=0.02)
+                n = w.report.count if w.report else 0
+                base = sorted(c.baseline_ns)[len(c.baseline_ns) // 2]
+                extra = (c.ratio - 1) * base
+                per_q = format_duration(extra / n) if n else "n/a"
+                print(f"   {fn.__name__:>15} · {label}: {n} queries, bare {format_duration(base)}; "
+                      f"watched/bare = {c.ratio:.3f} (95% CI {c.ci[0]:.3f}–{c.ci[1]:.3f}), overhead "
+                      f"{(c.ratio - 1):+.1%} ≈ {per_q} per query; verdict: {c.verdict}")
+    conn.close()
+
+
+def end_to_end(delay_ms: float, rounds: int, size: str) -> None:
+    from labkit.service import start
+
+    where = "loopback" if not delay_ms else f"emulated {delay_ms:g} ms catalog round trip"
+    print(f"2. end to end, catalog at {where} (GET /customers/{CUSTOMER}/export)")
+    with start(size=size, catalog_delay_ms=delay_ms) as svc:
+        client = KeepAlive(svc.url)
+        counts = {}
+        for variant in ("naive", "batched", "join"):
+            for _ in range(3):  # warm-up: statement caches, keep-alive connections, first-touch pages
+                status, headers, _body = client.get(f"/customers/{CUSTOMER}/export?n1={variant}")
+                assert status == 200, (variant, status)
+            st = parse_server_timing(headers.get("server-timing") or headers.get("Server-Timing", ""))
+            counts[variant] = (st["db"].count if "db" in st else None, st["catalog"].count if "catalog" in st else None)
+
+        def request(variant: str) -> None:
+            status, _h, _b = client.get(f"/customers/{CUSTOMER}/export?n1={variant}")
+            if status != 200:
+                raise RuntimeError(f"export answered {status}")
+
+        for cand in ("batched", "join"):
+            c = compare(lambda: request("naive"), lambda cand=cand: request(cand), rounds=rounds,
+                        names=("naive", cand), min_sample_time=0.001, warmup=1)
+            med_a = sorted(c.baseline_ns)[len(c.baseline_ns) // 2]
+            med_b = sorted(c.candidate_ns)[len(c.candidate_ns) // 2]
+            print(f"   naive ({counts['naive'][0]} SQL + {counts['naive'][1]} catalog calls) "
+                  f"{format_duration(med_a)} vs {cand} ({counts[cand][0]} SQL + {counts[cand][1]} catalog) "
+                  f"{format_duration(med_b)}: {cand}/naive = {c.ratio:.3f} (95% CI {c.ci[0]:.3f}–{c.ci[1]:.3f}) "
+                  f"→ {c.speedup:.1f}× faster; verdict: {c.verdict}")
+        client.conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=20, help="interleaved A/B rounds per comparison")
+    ap.add_argument("--size", default="small", help="dataset size for the service")
+    ap.add_argument("--quick", action="store_true", help="6 rounds: a smoke run, not a measurement")
+    args = ap.parse_args(argv)
+    rounds = 6 if args.quick else args.rounds
+    from labkit.service import start
+
+    t0 = time.monotonic()
+    with start(size=args.size) as svc:
+        overhead(svc, rounds)
+    for delay in (0.0, 0.5):
+        end_to_end(delay, rounds, args.size)
+    print(f"(took {time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
