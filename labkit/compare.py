@@ -120,8 +120,8 @@ def _samples_of(x: Any) -> np.ndarray | None:
     return None if s is None else np.asarray(s, dtype=float)
 
 
-def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | None = None, rounds: int = 20,
-            min_effect: float = 0.05, alpha: float = 0.05, warmup: int = 2, min_sample_time: float = 0.005,
+def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | None = None, rounds: int = 30,
+            min_effect: float = 0.05, alpha: float = 0.05, warmup: int = 2, min_sample_time: float = 0.001,
             clock: Clock = time.perf_counter_ns, seed: int = 0) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 

@@ -106,19 +106,27 @@ class Experiment(Saveable):
             raise BadInputError(f"cannot record a {type(result).__name__}: pass a labkit result (it has to_dict())")
         return dataclasses.replace(self, measurements=(*self.measurements, result.to_dict()))
 
-    def conclude(self, comparison: Comparison, notes: str | None = None) -> Experiment:
-        """Record the comparison that tests the hypothesis, its verdict, and whether the prediction held."""
+    def conclude(self, comparison: Comparison, notes: str | None = None, tolerance: float = 2.0) -> Experiment:
+        """Record the comparison that tests the hypothesis, its verdict, and whether the prediction held.
+
+        The prediction is ``confirmed`` when the verdict goes the predicted way *and* the measured ratio lies
+        within ``tolerance`` (a factor) of the predicted one; ``refuted`` otherwise; ``inconclusive`` when the
+        comparison could not tell.
+        """
         if not isinstance(comparison, Comparison):
             raise BadInputError(
                 f"conclude() takes the labkit.compare(...) result that tests the hypothesis, got "
                 f"{type(comparison).__name__}; attach other results with add()")
+        if not tolerance >= 1:
+            raise BadInputError(f"tolerance is a factor ≥ 1 (2 means within 2× of the prediction), got {tolerance!r}")
         expected = self.expected_verdict(comparison.min_effect)
         if comparison.verdict == "inconclusive":
-            outcome = "inconclusive"
-        elif expected is None:
+            outcome: str | None = "inconclusive"
+        elif expected is None or self.predicted_ratio is None:
             outcome = None
         else:
-            outcome = "confirmed" if comparison.verdict == expected else "refuted"
+            off = max(comparison.ratio / self.predicted_ratio, self.predicted_ratio / comparison.ratio)
+            outcome = "confirmed" if comparison.verdict == expected and off <= tolerance else "refuted"
         out = self.add(comparison)
         return dataclasses.replace(out, verdict=comparison.verdict, outcome=outcome, measured_ratio=comparison.ratio,
                                    concluded_at=_now(), notes=self.notes if notes is None else notes)

@@ -84,3 +84,10 @@ def test_atomic_write_leaves_no_partial_file_on_failure(tmp_path):
         write_json_atomic(target, {"kind": "x", "bad": object()})
     assert target.read_text().count('"n": 1') == 1  # the old file is intact
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+
+def test_right_direction_but_wrong_size_is_refuted():
+    exp = Experiment.plan("big win", "predicting a ten-fold speed-up from this change", predicted_ratio=0.1)
+    done = exp.conclude(compare(Measured(1e6, 1, "a"), Measured(0.5e6, 2, "b")))
+    assert done.verdict == "faster" and done.outcome == "refuted"  # 0.5 is 5× off the predicted 0.1
+    assert exp.conclude(compare(Measured(1e6, 1, "a"), Measured(0.5e6, 2, "b")), tolerance=6).outcome == "confirmed"

@@ -39,13 +39,14 @@ def _cases() -> list[list[Any]]:
 
 
 def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment | None = None, *,
-          n: int = 2000, rounds: int = 10, required_speedup: float = 2.0) -> CheckResult:
+          n: int = 2000, rounds: int = 10, required_speedup: float = 2.0, save: bool = True) -> CheckResult:
     """Grade a faster ``unique_in_order``.
 
     Criteria, in order: (1) the same answer as the baseline on every case (order kept, first occurrence
-    wins, ``0``/``0.0``/``False`` treated as Python treats them); (2) measured interleaved against the baseline
-    on ``n`` items, the verdict is "faster" by at least ``required_speedup``; (3) an experiment record that
-    predicted a ratio before the measurement was concluded.
+    wins, ``0``/``0.0``/``False`` treated as Python treats them); (2) an experiment record planned with a
+    hypothesis in your words and a predicted ratio; (3) measured interleaved against the baseline on ``n``
+    items, the verdict is "faster" by at least ``required_speedup``. The record is concluded with that
+    measurement (and saved when ``save``); whether your prediction held is reported, not graded.
     """
     title = "Lab 00 — a faster unique_in_order"
     if not callable(solution):
@@ -57,22 +58,23 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
         except Exception as e:  # the learner's code may raise anything; report it, don't crash the grader
             return CheckResult(title, (Item(False, f"your function raised {type(e).__name__}: {e} on {case[:6]!r}…"),))
         want = unique_in_order(case)
-        if got != want:
+        if got != want or [type(x) for x in got] != [type(x) for x in want]:
             return CheckResult(title, (Item(False, f"wrong answer on {case[:8]!r}{'…' if len(case) > 8 else ''}: "
                                                    f"expected {want[:8]!r}, got {got[:8]!r}"),))
     items.append(Item(True, "same answers as the baseline on every case (order and first occurrence kept)"))
-    data = make_items(n)
-    c = compare(unique_in_order, solution, data, rounds=rounds, min_sample_time=0.002,
+    planned = (isinstance(experiment, Experiment) and experiment.predicted_ratio is not None
+               and "TODO" not in experiment.hypothesis)
+    items.append(Item(planned, "experiment planned with your hypothesis and a predicted ratio" if planned else
+                      "plan the experiment first: replace the TODO with your hypothesis and set predicted_ratio "
+                      "(your expected time / baseline time) in Experiment.plan(...)"))
+    c = compare(unique_in_order, solution, make_items(n), rounds=rounds, min_sample_time=0.002,
                 names=("baseline", "yours"))
     fast = c.verdict == "faster" and c.speedup >= required_speedup
     items.append(Item(fast, f"measured on {n} items: {c.summary()}"
                       + ("" if fast else f" — need 'faster' by at least {required_speedup:g}×")))
-    if experiment is None:
-        items.append(Item(False, "no experiment record: plan one with Experiment.plan(..., predicted_ratio=…) "
-                                 "before measuring, then conclude() it and pass it here"))
-    else:
-        planned = experiment.predicted_ratio is not None and experiment.concluded_at is not None
-        ordered = planned and experiment.planned_at <= experiment.concluded_at
-        items.append(Item(bool(ordered), "experiment record: prediction written before the measurement"
-                          if ordered else "the experiment needs a predicted_ratio and a conclude() after planning"))
+    if planned and experiment is not None:
+        done = experiment.conclude(c)
+        where = f"; saved to {done.save()}" if save else ""
+        items.append(Item(True, f"your prediction ({experiment.predicted_ratio:g}) vs measured ({c.ratio:.3g}): "
+                                f"{done.outcome}{where}"))
     return CheckResult(title, tuple(items))
