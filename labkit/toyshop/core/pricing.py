@@ -262,10 +262,10 @@ def quote_soa_grow(lines: OrderLines) -> Quote:
     np.add.at(per_net, c.tax_class, net)
     per_tax = np.zeros(k, dtype=np.int64)
     np.add.at(per_tax, c.tax_class, tax)
-    per = zip(range(k), count.tolist(), per_qty.tolist(), per_net.tolist(), per_tax.tolist(), strict=True)
-    return _quote(
-        len(c.qty), c.qty.sum(), gross.sum(), discount.sum(), net.sum(), tax.sum(), lines.tax_rates_bp, per
-    )
+    qs, nets, taxes = per_qty.tolist(), per_net.tolist(), per_tax.tolist()
+    per = zip(range(k), count.tolist(), qs, nets, taxes, strict=True)
+    # overall sums of qty/net/tax = sums of the k per-class sums: cheaper than three more n-long reductions
+    return _quote(len(c.qty), sum(qs), gross.sum(), discount.sum(), sum(nets), sum(taxes), lines.tax_rates_bp, per)
 
 
 def quote_soa_prealloc(lines: OrderLines) -> Quote:
@@ -295,8 +295,9 @@ def quote_soa_prealloc(lines: OrderLines) -> Quote:
     np.add.at(per[0], c.tax_class, c.qty)
     np.add.at(per[1], c.tax_class, net)
     np.add.at(per[2], c.tax_class, tax)
-    rows = zip(range(k), count.tolist(), *per[:3].tolist(), strict=True)
-    return _quote(n, c.qty.sum(), gross.sum(), discount.sum(), net.sum(), tax.sum(), lines.tax_rates_bp, rows)
+    qs, nets, taxes = per.tolist()
+    rows = zip(range(k), count.tolist(), qs, nets, taxes, strict=True)
+    return _quote(n, sum(qs), gross.sum(), discount.sum(), sum(nets), sum(taxes), lines.tax_rates_bp, rows)
 
 
 #: (layout, buffers) -> kernel; every kernel is ``kernel(lines: OrderLines) -> Quote``.
