@@ -73,3 +73,19 @@ def test_http_samples_interleaves_paths_and_reads_server_timing():
     assert a.extra["counts"] == {"db": 2, "catalog": 1}
     assert a.extra["server_timing_ms"]["catalog"] == 1.25
     assert a.extra["bytes"] == len(b'{"ok": true}')
+
+
+def test_napkin_prices_counts_with_table_rows():
+    from labkit.errors import BadInputError
+    from labkit.latency import LatencyTable, napkin
+
+    t = LatencyTable(rows=(Samples("sqlite_point_query", "q", "work", (10_000.0,)),
+                           Samples("http_health", "h", "io", (300_000.0,)),
+                           Samples("disk_random_read_4k", "d", "io", (), note="no O_DIRECT")))
+    df = napkin(t, {"queries": (4, "sqlite_point_query"), "calls": (2, "http_health")})
+    assert list(df["term"]) == ["queries", "calls", "total"]
+    assert df["subtotal_ms"].tolist() == pytest.approx([0.04, 0.6, 0.64])
+    with pytest.raises(BadInputError, match="not measured"):
+        napkin(t, {"reads": (1, "disk_random_read_4k")})
+    with pytest.raises(BadInputError, match="no row"):
+        napkin(t, {"x": (1, "warp")})

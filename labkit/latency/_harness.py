@@ -60,6 +60,11 @@ class Samples:
         """The ``q``-th percentile (0–100) of the samples in ns, NaN when unavailable."""
         return float(np.percentile(self.samples_ns, q)) if self.samples_ns else float("nan")
 
+    def __repr__(self) -> str:
+        note = f", note={self.note!r}" if self.note else ""
+        return (f"Samples({self.key!r}, median={self.median_ns:.4g} ns, n={len(self.samples_ns)}"
+                f"{note})")
+
     def to_dict(self) -> dict[str, Any]:
         """A plain JSON-ready dict."""
         return {"key": self.key, "label": self.label, "family": self.family,

@@ -145,7 +145,7 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
         return tuple(unavailable(f"chase_{_fmt_bytes(s).replace(' ', '')}",
                                  f"dependent load, {_fmt_bytes(s)} working set", "cpu",
                                  NO_NUMBA.format(err=e), method, working_set_bytes=s) for s in sizes)
-    repeats = repeats or (7 if quick else 15)
+    repeats = repeats or (7 if quick else 25)
     sample_ns = sample_ns or (1e6 if quick else 2e6)
     out = []
     with pinned({usable_cpus()[0]}):

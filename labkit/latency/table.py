@@ -121,6 +121,11 @@ class LatencyTable(Saveable):
     def __str__(self) -> str:
         return format_table(self)
 
+    def __repr__(self) -> str:
+        missing = sum(not r.available for r in self.rows)
+        return (f"LatencyTable({len(self.rows)} rows ({missing} unavailable), "
+                f"{'quick' if self.quick else 'full'}, {self.elapsed_s:.1f} s)")
+
     def _repr_html_(self) -> str:
         return self.to_frame()[["label", "median", "p10_ns", "p90_ns", "n", "note"]].to_html(index=False)
 
