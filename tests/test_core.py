@@ -311,6 +311,15 @@ def test_preload_and_copy_on_write_refresh():
     assert cache.stats()[:3] == (0, 0, 0)
 
 
+def test_lookup_never_loads_and_counts_only_hits():
+    load, calls = _counting_loader({"a": "1"})
+    cache = ConfigCache(load, mode="local")
+    assert cache.lookup("a") == (False, None) and calls == []
+    assert cache.get("a") == "1" and cache.lookup("a") == (True, "1")
+    assert (cache.hits, cache.misses) == (1, 1)
+    assert ConfigCache(load).lookup("a") == (False, None)
+
+
 def test_counters_are_exact_under_threads():
     cache = ConfigCache(lambda key: key, mode="local", preload={str(i): str(i) for i in range(50)})
 

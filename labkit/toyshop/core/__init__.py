@@ -45,7 +45,8 @@ Encoding (:mod:`.encoding`) — same decoded content whatever the codec:
 Config cache (:mod:`.cache`):
 
     cache = ConfigCache(load, mode="none" | "local", preload=None)   load(key) -> value | None
-    cache.get(key); cache.refresh(source=None)   copy-on-write swap of the whole snapshot, readers never lock
+    cache.get(key) (loads on a miss); cache.lookup(key) -> (hit, value) (never loads: for an async caller)
+    cache.refresh(source=None)   copy-on-write swap of the whole snapshot, readers never lock
     cache.hits, cache.misses, cache.stats() -> CacheStats(hits, misses, refreshes, size).hit_ratio
     (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys)
 

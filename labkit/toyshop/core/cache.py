@@ -82,6 +82,17 @@ class ConfigCache(Generic[V]):
         next(self._hits)
         return value
 
+    def lookup(self, key: str) -> tuple[bool, V | None]:
+        """``(True, value)`` if ``key`` is in the snapshot (counts a hit), else ``(False, None)`` without
+        loading or counting: an async caller answers hits on the event loop and sends misses to a thread
+        (where :meth:`get` loads and counts the miss). Always ``(False, None)`` in mode ``"none"``."""
+        try:
+            value = self._snapshot[key]
+        except KeyError:
+            return False, None
+        next(self._hits)
+        return True, value
+
     def refresh(self, source: Mapping[str, V | None] | Callable[[], Mapping[str, V | None]] | None = None) -> None:
         """Replace the snapshot with a new dict built from ``source`` (a mapping or a callable returning
         one; default: reload every key currently cached), swapped in by one assignment.

@@ -233,7 +233,6 @@ def _checked_columns(cols: list[np.ndarray], n_classes: int) -> LineColumns:
     return LineColumns(*out)
 
 
-
 def make_order_lines(n: int, *, seed: int = 0, tax_rates_bp: Sequence[int] = DEFAULT_TAX_RATES_BP) -> OrderLines:
     """``n`` deterministic, realistic order lines (both views built), for labs and benchmarks.
 
