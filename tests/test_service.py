@@ -120,3 +120,33 @@ def test_children_die_when_the_parent_is_killed(tmp_path):
         assert all(_gone(p) for p in pids), f"orphans left: {pids}"
     finally:
         parent.kill()
+
+
+def test_concurrent_catalog_client_uses_a_connection_per_thread(svc):
+    with CatalogClient(svc.catalog_url, concurrency=4) as cat:
+        got = cat.get_many(range(1, 201))
+        assert sorted(got) == list(range(1, 201))
+        assert 2 <= len(cat._conns) <= 4  # one keep-alive connection per pool thread that ran a chunk
+
+
+def test_labkit_serve_runs_until_interrupted():
+    proc = subprocess.Popen([sys.executable, "-m", "labkit", "serve", "--port", "0", "--variant", "n1=join"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "toyshop is up" in line, proc.stderr.read() if proc.poll() is not None else line
+        url = line.split(": ", 1)[1].split(" ")[0]
+        assert json.loads(_get(url, "/health").body)["variants"]["n1"] == "join"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+    finally:
+        proc.kill()
+
+
+def test_catalog_client_reconnects_when_the_server_dropped_the_connection(svc):
+    import socket
+
+    with CatalogClient(svc.catalog_url) as cat:
+        assert cat.get(1)["id"] == 1
+        cat._local.conn.sock.shutdown(socket.SHUT_RDWR)  # as if the server had closed an idle keep-alive
+        assert cat.get(2)["id"] == 2

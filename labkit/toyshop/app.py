@@ -90,7 +90,7 @@ class _Service:
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
         self._local = threading.local()
         self._limiter: anyio.CapacityLimiter | None = None
-        self.config_cache = ConfigCache(self._load_config)
+        self.config_cache = ConfigCache(self._load_config, mode="local")
 
     def conn(self) -> ToyshopConnection:
         conn = getattr(self._local, "conn", None)
@@ -204,7 +204,9 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
         async def h(ctx: dict[str, Any]) -> Any:
             with span("parse"):
                 ctx["sw"], _ = svc.switches(request)
-            return {"status": "ok", "role": "toyshop", "variants": svc.settings, "dataset": str(svc.db_path)}
+            return {"status": "ok", "role": "toyshop", "variants": svc.settings, "dataset": str(svc.db_path),
+                    "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()},
+                    "threads": threading.active_count()}
         return await _respond(svc, h)
 
     async def export(request: Request) -> Response:

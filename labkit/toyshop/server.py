@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
         variants = json.loads(args.variants)
         app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads)
-        import labkit.toyshop.core.pricing  # noqa: F401 - load NumPy now, not inside the first /quote
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="off", log_level="warning",
                             access_log=False, timeout_keep_alive=300, limit_concurrency=args.max_connections,
