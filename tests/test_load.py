@@ -80,17 +80,22 @@ class TinyServer:
                     await writer.drain()
                     writer.close()
                     return
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             writer.close()
 
     def close(self) -> None:
-        def stop() -> None:
+        async def shutdown() -> None:
             assert self.server is not None
             self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             self.loop.stop()
 
-        self.loop.call_soon_threadsafe(stop)
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop)
         self.thread.join(5)
+        self.loop.close()
 
 
 @pytest.fixture
@@ -170,9 +175,9 @@ def test_poisson_arrivals_are_seeded_and_average_the_rate(clock):
     assert 1800 < a.responses < 2200 and gaps.std() / gaps.mean() > 0.8  # exponential gaps: CV ≈ 1
 
 
-def test_slots_still_due_after_the_drain_deadline_are_counted_unsent(clock):
-    # one connection, 100 req/s for 0.1 s, and the first request takes 1 s: its 9 followers cannot be sent
-    # before end + timeout_s (0.1 + 0.2 s)
+def test_slots_that_wait_longer_than_the_timeout_are_counted_unsent(clock):
+    # one connection, 100 req/s for 0.1 s, and the first request takes 1 s: its 9 followers waited more than
+    # timeout_s (0.2 s) for the connection, so they are never sent -- and counted
     r, log = _replay(clock, {0: 1_000_000_000}, rate=100, duration_s=0.1, connections=1, timeout_s=0.2)
     assert r.errors == {"unsent": 9} and r.responses == 1 and r.requests == 10
 
@@ -252,6 +257,26 @@ def test_timeouts_are_counted_not_dropped(server):
     r = run(server.url + "/hang", concurrency=2, duration_s=0.3, timeout_s=0.1)
     assert r.responses == 0 and r.errors["timeout"] == server.counts["/hang"] >= 4
     assert "timeout" in r.summary()
+
+
+def test_open_loop_budget_counts_every_slot_as_timeout_or_unsent(server):
+    # two connections stuck on a server that never answers: each slot either timed out or never got sent
+    r = run(server.url + "/hang", rate=100, duration_s=0.3, connections=2, timeout_s=0.1)
+    assert r.responses == 0 and r.requests == 30
+    timeouts, unsent = r.errors.get("timeout", 0), r.errors.get("unsent", 0)
+    assert timeouts == server.counts["/hang"] and timeouts + unsent == 30
+    # and no request outlived its budget: each was sent with what was left of timeout_s after queueing
+    assert r.duration_s < 0.3 + 0.1 + 0.05
+
+
+def test_select_by_predicate_splits_an_interleaved_run(server):
+    paths = [f"/ok?id={i}&v={v}" for i in range(3) for v in ("a", "b")]
+    r = run(server.url, concurrency=1, duration_s=5, max_requests=12, paths=paths)
+    a, b = r.select(lambda p: p.endswith("v=a")), r.select(lambda p: p.endswith("v=b"))
+    assert a.responses == b.responses == 6 and all(p.endswith("v=a") for p in a.paths)
+    assert set(a.to_frame()["path"]) == {p for p in paths if p.endswith("v=a")}
+    with pytest.raises(BadInputError, match="predicate"):
+        r.select("/nope")
 
 
 def test_connection_refused_is_counted():

@@ -13,8 +13,11 @@ worker to free up takes the oldest one (a pool of N connections: the queue is M/
 queues). Waiting: a coarse ``sleep`` to ~2 ms before the slot (uvloop timers have 1 ms resolution), then a
 spin of ``sleep(0)`` yields, so requests leave within tens of microseconds of their slot.
 
-At the end: no slot at or after ``end`` is claimed; slots already due keep being sent until
-``end + timeout_s``; due slots still unsent then are counted as ``unsent`` errors, never silently dropped.
+``timeout_s`` is each request's whole budget, counted from its intended send time (a user's patience, like
+a client library's total timeout): a slot that waited that long for a free connection is not sent and counts
+as an ``unsent`` error; a sent request gets what is left of the budget, then counts as a ``timeout``. So no
+latency sample exceeds ``timeout_s`` and nothing is silently dropped. At the end no slot at or after ``end`` is
+claimed, and the backlog drains within ``timeout_s``.
 
 The clock, ``sleep`` and the connection factory are injected so tests can replay a scenario exactly.
 """
@@ -108,7 +111,7 @@ class Engine:
         self.start_ns = self._clock() + 1_000_000
         self.measure_ns = self.start_ns + round(s.warmup_s * 1e9)
         self.end_ns = self.measure_ns + round(s.duration_s * 1e9)
-        self._drain_ns = self.end_ns + round(s.timeout_s * 1e9)
+        self._budget_ns = round(s.timeout_s * 1e9)
         self._last_done = self.measure_ns
         worker = self._open_worker if s.mode == "open" else self._closed_worker
         if s.mode == "open":
@@ -164,9 +167,9 @@ class Engine:
     async def _open_worker(self, conn: Connection) -> None:
         while (t := self._claim_slot()) is not None:
             await self._wait_until(t)
-            if self._clock() > self._drain_ns:
+            if self._clock() - t >= self._budget_ns:
                 if t >= self.measure_ns:
-                    self._error("unsent", "due before the end of the run but no connection was free in time")
+                    self._error("unsent", f"waited timeout_s={self.s.timeout_s} for a free connection; never sent")
                 continue
             await self._one(conn, t)
 
@@ -193,11 +196,11 @@ class Engine:
         status = 0
         kind = example = ""
         try:
-            async with asyncio.timeout(self.s.timeout_s):
+            async with asyncio.timeout((intended + self._budget_ns - sent) / 1e9):
                 status = await conn.request(path)
         except TimeoutError:
             conn.close()  # the response may still arrive later: never reuse this connection
-            kind, example = "timeout", f"no complete response within timeout_s={self.s.timeout_s}"
+            kind, example = "timeout", f"no complete response within timeout_s={self.s.timeout_s} of the intended send"
         except ConnectError as exc:
             kind, example = "connect", str(exc)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:

@@ -61,8 +61,9 @@ def warnings_for(r: LoadResult) -> list[str]:
             )
     for kind, msg in r.error_examples.items():
         if kind == "unsent":
-            out.append(f"{r.errors.get(kind, 0):,} requests were never sent (the run ended with them still queued): "
-                       "the service cannot keep up with this rate")
+            out.append(f"{r.errors.get(kind, 0):,} requests waited timeout_s={r.settings.timeout_s:g} for a free "
+                       "connection and were never sent: the service cannot keep up with this rate (lower rate=, or "
+                       "raise connections= if the service has spare capacity)")
         else:
             out.append(f"{kind}: {r.errors.get(kind, 0):,} × e.g. {msg}")
     if r.responses < 100:

@@ -197,8 +197,9 @@ def run(
         max_requests: cap on measured requests.
         paths: a list of paths (sent round-robin, e.g. A/B variants interleaved) or a function
             ``i -> path``; default: the URL's own path. Split the result with ``result.select(path)``.
-        timeout_s: a request without a full response after this long counts as a ``timeout`` error; due
-            requests are still sent for this long after the end, then counted as ``unsent``.
+        timeout_s: each request's total budget from its intended send time: without a full response by then
+            it counts as a ``timeout`` error; if it waited that long for a free connection it is never sent
+            and counts as ``unsent``. So no latency sample exceeds it, and the end of a run drains within it.
         connections: keep-alive connections in an open loop (default ``clamp(ceil(rate/50), 8, 128)``).
         warmup_s: seconds of the same load before measuring; its requests are not counted.
         seed: seeds the Poisson arrivals.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar
@@ -50,8 +50,9 @@ class LoadResult(Saveable):
         statuses: HTTP status per response; paths / path_ids: the distinct paths and each response's index.
         status_counts: responses per status code.
         errors: failures by kind, never dropped: ``http_<code>`` (non-2xx responses, also in the samples),
-            ``timeout``, ``connect``, ``closed``, ``protocol``, ``os``, ``unsent`` (due but no free
-            connection before the drain deadline). ``error_examples`` holds one message per kind.
+            ``timeout`` (no full response within ``timeout_s`` of the intended send), ``connect``, ``closed``,
+            ``protocol``, ``os``, ``unsent`` (waited ``timeout_s`` for a free connection and was never sent).
+            ``error_examples`` holds one message per kind.
         offered_rate: the scheduled rate (req/s) in an open loop, None in a closed loop.
         achieved_rate: responses per second over ``duration_s`` (measured start to last response).
         warmup_requests: requests sent during the warm-up and not counted.
@@ -159,18 +160,26 @@ class LoadResult(Saveable):
             h.record_value(v)
         return h
 
-    def select(self, path: str) -> LoadResult:
-        """The responses for one path only (e.g. the A or B of an interleaved run), as a LoadResult.
+    def select(self, path: str | Callable[[str], bool]) -> LoadResult:
+        """The responses for one path, or for the paths where ``path(p)`` is true, as a LoadResult.
 
-        Rates and errors stay those of the whole run (they cannot be split by path).
+        Use it to split an interleaved A/B run: ``r.select(lambda p: "n1=join" in p)``. Rates and errors
+        stay those of the whole run (failures without a response cannot be split by path).
         """
-        if path not in self.paths:
-            raise BadInputError(f"path {path!r} was not requested in this run; the run's paths are {self.paths!r}")
-        mask = self.path_ids == self.paths.index(path)
+        if callable(path):
+            keep = [i for i, p in enumerate(self.paths) if path(p)]
+        elif path in self.paths:
+            keep = [self.paths.index(path)]
+        else:
+            raise BadInputError(f"path {path!r} was not requested in this run; the run's paths are "
+                                f"{self.paths[:10]!r}; or pass a predicate, e.g. lambda p: 'codec=orjson' in p")
+        mask = np.isin(self.path_ids, keep)
         arrays = {name: getattr(self, name)[mask] for name in _ARRAYS}
-        arrays["path_ids"] = np.zeros(int(mask.sum()), dtype=np.int32)
+        remap = np.zeros(max(len(self.paths), 1), dtype=np.int32)
+        remap[keep] = np.arange(len(keep), dtype=np.int32)
+        arrays["path_ids"] = remap[arrays["path_ids"]]
         counts = {int(k): int(v) for k, v in zip(*np.unique(arrays["statuses"], return_counts=True), strict=True)}
-        return replace(self, paths=(path,), status_counts=counts, **arrays)
+        return replace(self, paths=tuple(self.paths[i] for i in keep), status_counts=counts, **arrays)
 
     # -- frames and files ---------------------------------------------------------------------------------------
     def to_frame(self) -> Any:
