@@ -27,8 +27,9 @@ __all__ = ["disk_reads", "write_fsync", "resident_pages"]
 PAGE = mmap.PAGESIZE
 MiB = 1024 * 1024
 FALLBACK_NOTE = ("O_DIRECT is not available here ({why}); fell back to posix_fadvise(DONTNEED) before the "
-                 "reads, and mincore confirmed {left} of {total} target pages were resident just before "
-                 "reading")
+                 "reads; mincore found {left} of the file's {total} pages in the page cache just before reading")
+STILL_CACHED = ("; {left} pages stayed cached after DONTNEED (dirty or pinned?), so some reads may have come "
+                "from RAM: treat this row as a lower bound")
 
 
 def resident_pages(path: str | os.PathLike[str]) -> int | None:
@@ -149,7 +150,8 @@ def disk_reads(*, quick: bool = False, dir: str | os.PathLike[str] | None = None
             else:
                 rfd = fd
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-                note = FALLBACK_NOTE.format(why=why, left=before, total=pages) if before is not None else (
+                note = FALLBACK_NOTE.format(why=why, left=before, total=pages) + (
+                    STILL_CACHED.format(left=before) if before > pages // 100 else "") if before is not None else (
                     f"O_DIRECT is not available here ({why}); fell back to posix_fadvise(DONTNEED) but could "
                     "not verify with mincore that the pages left the cache: treat this row with suspicion")
             n = min(rounds, pages - 10)
