@@ -95,9 +95,9 @@ def cdf(*results: Any, log_x: bool = False, title: str = "Cumulative distributio
     ).properties(width=520, height=260)
 
 
-def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99),
+def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y: bool = False,
                     title: str = "Percentiles — the mean hides the tail") -> alt.Chart:
-    """Grouped bars of P50/P90/P99 (and the mean, for contrast) per result."""
+    """Grouped bars of P50/P90/P99 (and the mean, for contrast) per result; ``log_y`` when they differ by 100×."""
     rows = []
     for r in results:
         df = _measured(_frame(r))
@@ -109,7 +109,8 @@ def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99),
     data = pd.DataFrame(rows)
     return alt.Chart(data, title=title).mark_bar().encode(
         alt.X("stat:N", sort=alt.SortField("order"), title=None),
-        alt.Y("us:Q", title=UNIT_AXIS),
+        alt.Y("us:Q", title=UNIT_AXIS + (", log scale" if log_y else ""),
+              scale=alt.Scale(type="log") if log_y else alt.Scale()),
         alt.Color("stat:N", sort=alt.SortField("order"), legend=None),
         alt.Column("name:N", title=None),
         tooltip=["name:N", "stat:N", alt.Tooltip("us:Q", format=".3f")],

@@ -39,7 +39,7 @@ class Comparison(Saveable):
         baseline_ns, candidate_ns: the raw samples of each side (per-call or per-request ns).
         ratio: median(candidate) / median(baseline); below 1 means the candidate is faster.
         ci: the 95 % bootstrap interval of ``ratio``.
-        p_value: two-sided; Wilcoxon signed-rank when paired, Mann–Whitney U otherwise.
+        p_value: two-sided; the sign test on paired rounds, Mann–Whitney U otherwise.
         verdict: ``faster``, ``slower``, ``same`` or ``inconclusive`` (the candidate relative to the baseline).
         paired: True when A and B were measured interleaved, round by round.
         min_effect: relative differences smaller than this count as the same.
