@@ -49,7 +49,9 @@ _BOOT = ("import sys, types; m = types.ModuleType('labkit'); m.__path__ = [{dir!
 class Service:
     """A running toyshop: ``.url`` (order service), ``.catalog_url``, ``.pid``, ``.catalog_pid``.
 
-    Stop it with :meth:`stop` or use it as a context manager. ``.variants`` holds the process's settings.
+    Stop it with :meth:`stop` or use it as a context manager. ``.variants`` holds the process's settings,
+    ``.db_path`` the dataset, ``.start_s`` how long start-up took. Keep a reference: a Service that is
+    garbage-collected stops its processes.
     """
 
     def __init__(self, url: str, catalog_url: str, procs: dict[str, subprocess.Popen], log_dir: Path,
@@ -71,6 +73,13 @@ class Service:
         if self._finalizer.alive:
             self._finalizer.detach()
             _terminate(list(self._procs.values()), self.log_dir, timeout)
+
+    def catalog_client(self, **options: Any) -> Any:
+        """A :class:`labkit.toyshop.catalog.CatalogClient` for this service's catalog (for in-process labs:
+        ``export_naive(connect(svc.db_path), svc.catalog_client(), 1)``). ``options`` go to the client."""
+        from labkit.toyshop.catalog import CatalogClient
+
+        return CatalogClient(self.catalog_url, **options)
 
     def rss_bytes(self) -> dict[str, int]:
         """Resident memory of each process (``{"app": …, "catalog": …}``), from /proc; 0 if it has exited."""
@@ -200,7 +209,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         size: dataset size (``small``, ``default``, ``large``); built on first use.
         variants: the process's switches (see :mod:`labkit.toyshop.variants`): defaults for the per-request
             ones (``n1``, ``io``, ``codec``, ``fields``, ``layout``, ``buffers``, ``cache``) and the
-            process-only ``gc`` (``default``/``tuned``) and ``pool`` (threads for SQLite work, default 40).
+            process-only ``gc`` (``default``/``tuned``), ``pool`` (threads for SQLite work, default 40) and
+            ``queue`` (0 = unbounded; N = answer 503 beyond ``pool + N`` requests in flight).
         catalog_delay_ms: sleep added to every catalog call — an *emulation* of a farther network.
         port, catalog_port: loopback ports (0 = any free port).
         io_threads: catalog calls in flight at once for ``io=concurrent``.

@@ -150,3 +150,12 @@ def test_catalog_client_reconnects_when_the_server_dropped_the_connection(svc):
         assert cat.get(1)["id"] == 1
         cat._local.conn.sock.shutdown(socket.SHUT_RDWR)  # as if the server had closed an idle keep-alive
         assert cat.get(2)["id"] == 2
+
+
+def test_in_process_export_against_the_live_catalog(svc):
+    from labkit.toyshop.db import connect
+    from labkit.toyshop.export import export_batched, export_naive
+
+    conn = connect(svc.db_path)
+    with svc.catalog_client() as cat:
+        assert export_naive(conn, cat, 3) == export_batched(conn, cat, 3)

@@ -3,12 +3,17 @@ contract (Server-Timing, variants, 400/404, never 500) through Starlette's TestC
 
 from __future__ import annotations
 
+import warnings
+
 import msgpack
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from starlette.testclient import TestClient
+
+with warnings.catch_warnings():  # Starlette 1.x nudges towards httpx2; httpx still works for TestClient
+    warnings.filterwarnings("ignore", message="Using `httpx`")
+    from starlette.testclient import TestClient
 
 from labkit.errors import BadInputError
 from labkit.toyshop import usage
@@ -241,3 +246,19 @@ def test_fuzz_no_endpoint_answers_500(client, template, segment, params):
     assert resp.status_code in (200, 400, 404), (path, params, resp.text[:300])
     if resp.status_code != 404 or path.count("/") > 1:
         assert "server-timing" in resp.headers
+
+
+def test_queue_switch_sheds_load_with_503(db):
+    import asyncio
+
+    import httpx
+
+    # GIVEN one pool thread and room for one waiting request WHEN five arrive at once THEN three get 503
+    app = create_app(db, FakeCatalog.from_db(db, delay_ms=30), variants={"pool": 1, "queue": 1})
+
+    async def burst():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://toyshop") as c:
+            return await asyncio.gather(*[c.get("/orders/1") for _ in range(5)])
+
+    statuses = sorted(r.status_code for r in asyncio.run(burst()))
+    assert statuses == [200, 200, 503, 503, 503]

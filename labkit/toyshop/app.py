@@ -14,7 +14,8 @@ compute;dur=…, serialize;dur=…, wait;dur=…, total;dur=…`` (ms). ``wait``
 thread of the pool that runs the blocking SQLite work (the pool-sizing lesson). Every variant switch of
 :mod:`labkit.toyshop.variants` may ride as a query parameter; the ``X-Variant`` header echoes the switches a
 response was made with. Bad input → 400 ``{"error": "bad_parameter", "parameter": …, "message": …}``;
-unknown id → 404; a catalog that does not answer → 502. Never 500 on any input (fuzz-tested).
+unknown id → 404; a catalog that does not answer → 502; with the ``queue`` switch set, requests beyond
+``pool + queue`` in flight → 503 at once (load shedding). Never 500 on any input (fuzz-tested).
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ _QUOTE_SQL = ("SELECT i.product_id, i.quantity, i.unit_price_cents, p.discount_p
               "WHERE o.customer_id = ? ORDER BY i.id")
 
 
+class Overloaded(Exception):
+    """More requests in flight than the ``pool`` + ``queue`` switches allow (→ 503)."""
+
+
 class BadParam(Exception):
     """A request parameter is missing or invalid (→ 400 naming it)."""
 
@@ -90,6 +95,8 @@ class _Service:
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
         self._local = threading.local()
         self._limiter: anyio.CapacityLimiter | None = None
+        self._in_flight = 0  # touched only on the event loop thread
+        self._max_in_flight = settings["pool"] + settings["queue"] if settings["queue"] else None
         self.config_cache = ConfigCache(self._load_config, mode="local")
 
     def conn(self) -> ToyshopConnection:
@@ -129,6 +136,9 @@ class _Service:
         """Run blocking SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait``."""
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.settings["pool"])
+        if self._max_in_flight is not None and self._in_flight >= self._max_in_flight:
+            raise Overloaded(f"{self._in_flight} requests already in flight (pool {self.settings['pool']} + "
+                             f"queue {self.settings['queue']}); retry later")
         t_call = _clock()
 
         def job() -> Any:
@@ -136,7 +146,11 @@ class _Service:
             if u is not None:
                 u.wait_ns += _clock() - t_call
             return fn(self.conn())
-        return await anyio.to_thread.run_sync(job, limiter=self._limiter)
+        self._in_flight += 1
+        try:
+            return await anyio.to_thread.run_sync(job, limiter=self._limiter)
+        finally:
+            self._in_flight -= 1
 
 
 def _timing(u: usage.Usage, t0: int, spans: dict[str, int]) -> str:
@@ -177,6 +191,9 @@ async def _respond(svc: _Service, handler: Handler) -> Response:
             status, media, body = 400, "application/json", _error(400, "bad_parameter", str(exc), exc.parameter)
         except NotFoundError as exc:
             status, media, body = 404, "application/json", _error(404, "not_found", str(exc))
+        except Overloaded as exc:
+            status, media, body = 503, "application/json", _error(503, "overloaded", str(exc))
+            headers["Retry-After"] = "1"
         except ServiceError as exc:
             status, media, body = 502, "application/json", _error(502, "catalog_unavailable", str(exc))
         except Exception as exc:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback

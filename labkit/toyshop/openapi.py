@@ -31,6 +31,8 @@ def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True) -
         "400": {"description": "a bad parameter, named in the body", "headers": _TIMING,
                 "content": {"application/json": {"schema": _ERROR}}},
         "502": {"description": "the catalog did not answer", "content": {"application/json": {"schema": _ERROR}}},
+        "503": {"description": "overloaded: more than pool + queue requests in flight (only with the queue "
+                               "switch set)", "content": {"application/json": {"schema": _ERROR}}},
     }
     if not_found:
         responses["404"] = {"description": "unknown id", "headers": _TIMING,

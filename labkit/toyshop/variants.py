@@ -16,6 +16,8 @@ are chosen at start only, because they change the process itself (garbage collec
 | cache   | none, local             | request  | config lookup in SQLite every time vs in-process cache      |
 | gc      | default, tuned          | process  | CPython's GC thresholds vs gc.freeze() + larger gen-0       |
 | pool    | integer >= 1 (40)       | process  | threads for blocking DB work (Starlette's default is 40)    |
+| queue   | integer >= 0 (0)        | process  | 0: unbounded wait for a pool thread; N: beyond pool + N     |
+|         |                         |          | requests in flight, answer 503 at once (load shedding)      |
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     **CORE_VARIANTS,
 })
 DEFAULT_POOL = 40  # Starlette/anyio's default thread limiter: the baseline of the pool-sizing lesson
-#: process switches: name -> allowed values (``pool`` takes any integer >= 1).
-PROCESS_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({"gc": ("default", "tuned"), "pool": ()})
+#: process switches: name -> allowed values (``pool`` and ``queue`` take integers).
+PROCESS_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({"gc": ("default", "tuned"), "pool": (),
+                                                                    "queue": ()})
 
 
 def check_request_switch(name: str, value: str) -> str:
@@ -58,9 +61,15 @@ def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     Raises :class:`labkit.errors.BadInputError` naming an unknown switch or a bad value.
     """
     out: dict[str, Any] = {name: values[0] for name, values in REQUEST_SWITCHES.items()}
-    out.update(gc="default", pool=DEFAULT_POOL)
+    out.update(gc="default", pool=DEFAULT_POOL, queue=0)
     for name, value in (variants or {}).items():
-        if name == "pool":
+        if name == "queue":
+            if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
+                    or not 0 <= int(value) <= 1_000_000:
+                raise BadInputError(f"variant queue={value!r}: must be an integer >= 0 (0 = wait unbounded; "
+                                    "N = answer 503 when more than pool + N requests are in flight)")
+            out["queue"] = int(value)
+        elif name == "pool":
             if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
                     or not 1 <= int(value) <= 1024:
                 raise BadInputError(f"variant pool={value!r}: the thread-pool size must be an integer 1–1024 "
