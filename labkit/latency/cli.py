@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="labkit latency",
                                      description="Measure the latency-numbers table on this machine.")
-    parser.add_argument("--quick", action="store_true", help="smaller settings (about 4× faster, noisier)")
+    parser.add_argument("--quick", action="store_true", help="smaller working sets, files and sample counts (faster, noisier)")
     parser.add_argument("--json", action="store_true", help="print the full result (raw samples) as JSON")
     parser.add_argument("--save", metavar="PATH", help="also save the result as JSON to PATH")
     parser.add_argument("--only", metavar="PROBE", action="append", choices=list(PROBES),

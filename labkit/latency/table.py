@@ -159,7 +159,7 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
     """Measure the latency table on this machine.
 
     Args:
-        quick: smaller working sets, files and sample counts (≈ a quarter of the time, noisier).
+        quick: smaller working sets, files and sample counts (faster, noisier).
         progress: print one line per probe to stderr as it finishes.
         include: run only these probes (names of :data:`PROBES`), e.g. ``{"cache", "syscall"}``.
         exclude: skip these probes (e.g. ``{"http"}`` when toyshop is not wanted).
