@@ -106,7 +106,7 @@ class ShapeStats:
         return self.total_ns / self.count if self.count else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Report:
     """What a ``watch`` block saw.
 
@@ -251,6 +251,13 @@ class Report:
         from labkit.nplusone.render import render_text
 
         return render_text(self)
+
+    def __repr__(self) -> str:
+        return (f"<Report {self.label + ': ' if self.label else ''}{self.count} queries, {len(self.shapes)} shapes, "
+                f"{len(self.suspects)} suspects, threshold {self.threshold}>")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
         from labkit.nplusone.render import render_html

@@ -1,0 +1,121 @@
+"""A keep-alive loopback client that times each request and reads its ``Server-Timing`` header.
+
+The N+1 lab asks one endpoint many times and wants, per request, the latency seen by the client *and*
+what the server says it spent (queries, catalog calls)::
+
+    shop = Endpoint(svc.url)
+    r = shop.get("/customers/5/export?n1=naive")
+    r.elapsed_ns, r.count("db"), r.count("catalog"), r.json()["item_count"]
+    labkit.compare(shop.caller("/customers/1/export?n1=naive"), shop.caller("/customers/1/export?n1=batched"))
+
+One persistent HTTP/1.1 connection (``http.client`` sets TCP_NODELAY), loopback only. Not a load generator:
+requests go one at a time (see ``labkit.load`` for load).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from labkit.errors import BadInputError, ServiceError
+from labkit.trace import ServerTimingMetric, parse_server_timing
+
+__all__ = ["Endpoint", "Reply"]
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class Reply(NamedTuple):
+    """One response: status, client-side latency, headers (lower-case names), body, parsed Server-Timing."""
+
+    status: int
+    elapsed_ns: int
+    headers: dict[str, str]
+    body: bytes
+    timing: dict[str, ServerTimingMetric]
+
+    def json(self) -> Any:
+        """The body decoded as JSON."""
+        return json.loads(self.body)
+
+    def count(self, metric: str) -> int | None:
+        """The ``count`` the server reported for a Server-Timing metric (``db`` queries, ``catalog`` calls)."""
+        m = self.timing.get(metric)
+        return None if m is None else m.count
+
+    def dur_ms(self, metric: str) -> float | None:
+        """The duration in ms the server reported for a Server-Timing metric (``total``, ``db``…)."""
+        m = self.timing.get(metric)
+        return None if m is None else m.dur_ms
+
+
+class Endpoint:
+    """Keep-alive client for one loopback service.
+
+    Args:
+        base_url: ``http://127.0.0.1:<port>`` (loopback only).
+        timeout: socket timeout in seconds.
+        clock: nanosecond clock (inject a fake one in tests).
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or parts.hostname not in _LOOPBACK or parts.port is None:
+            raise BadInputError(f"Endpoint needs http://127.0.0.1:<port> (loopback only), got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._host, self._port, self._timeout = parts.hostname, parts.port, timeout
+        self._conn: http.client.HTTPConnection | None = None
+        self.clock = clock
+
+    def get(self, path: str) -> Reply:
+        """GET ``path``; reconnects once if the kept-alive connection was closed by the server."""
+        for attempt in (0, 1):
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            t0 = self.clock()
+            try:
+                self._conn.request("GET", path)
+                resp = self._conn.getresponse()
+                body = resp.read()
+            except (http.client.HTTPException, OSError) as exc:
+                self.close()
+                if attempt:
+                    raise ServiceError(f"{self.base_url} did not answer GET {path}: {exc!r}. Is the service "
+                                       "running? (labkit.service.start())") from exc
+                continue
+            elapsed = self.clock() - t0
+            headers = {k.lower(): v for k, v in resp.getheaders()}
+            timing = parse_server_timing(headers.get("server-timing", ""))
+            return Reply(resp.status, elapsed, headers, body, timing)
+        raise AssertionError("unreachable")
+
+    def caller(self, path: str, expect: int = 200) -> Callable[[], None]:
+        """A zero-argument function that GETs ``path`` and checks the status: for ``labkit.compare``."""
+
+        def call() -> None:
+            reply = self.get(path)
+            if reply.status != expect:
+                raise ServiceError(f"GET {path} answered {reply.status}, expected {expect}: {reply.body[:200]!r}")
+
+        call.__name__ = call.__qualname__ = path
+        return call
+
+    def close(self) -> None:
+        """Close the connection (the next get reconnects)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.base_url!r})"
