@@ -144,7 +144,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{mark[c.status]}] {c.name}: {c.detail}")
         if c.fix and c.status != "ok":
             print(f"       what to do: {c.fix}")
-    failed = [c for c in results if c.status == "fail"]
-    print(f"{len(results) - len(failed)} of {len(results)} checks passed" + (" (with warnings)" if any(
-        c.status == "warn" for c in results) else ""))
-    return 1 if failed else 0
+    counts = {s: sum(c.status == s for c in results) for s in ("ok", "warn", "fail")}
+    print(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed")
+    return 1 if counts["fail"] else 0

@@ -1,0 +1,46 @@
+import altair as alt
+import numpy as np
+import pytest
+
+from labkit import charts
+from labkit.bench import BenchResult
+from labkit.compare import compare
+from labkit.errors import BadInputError
+
+
+class Measured:
+    def __init__(self, median, seed, name):
+        self.samples_ns = np.random.default_rng(seed).lognormal(np.log(median), 0.1, 200)
+        self.name = name
+
+
+@pytest.fixture
+def result():
+    return BenchResult("f", tuple(np.linspace(1_000, 2_000, 50)), 10, (5_000.0,))
+
+
+def test_enable_offline_never_picks_the_mimetype_renderer():
+    assert charts.enable_offline() == "jupyter"
+    assert alt.renderers.options.get("offline") is True
+    assert charts.enable_offline("svg") == "svg"
+    with pytest.raises(BadInputError, match="'jupyter' or 'svg'"):
+        charts.enable_offline("mimetype")
+    charts.enable_offline()
+
+
+def test_builders_render_to_svg_offline(result):
+    c = compare(Measured(1e6, 1, "a"), Measured(8e5, 2, "b"))
+    for chart in (charts.distribution(result), charts.cdf(result, log_x=True), charts.percentile_bars(result),
+                  charts.percentile_bars(result, log_y=True), charts.ab(c)):
+        svg = charts.to_svg(chart)
+        assert svg.startswith("<svg") and "time (µs)" in svg
+
+
+def test_warmup_samples_stay_out_of_charts(result):
+    data = charts.cdf(result).data
+    assert len(data) == 50 and data["us"].max() == 2.0  # the 5 µs warm-up sample is not drawn
+
+
+def test_bad_input_is_explained():
+    with pytest.raises(BadInputError, match="to_frame"):
+        charts.cdf([1, 2, 3])

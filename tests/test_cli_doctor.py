@@ -1,0 +1,61 @@
+import subprocess
+import sys
+
+import pytest
+
+from labkit import cli, doctor
+from labkit.doctor import Check, run_checks
+
+
+def test_help_lists_every_command(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in cli.COMMANDS:
+        assert name in out
+
+
+def test_unknown_command_exits_2_with_usage(capsys):
+    assert cli.main(["frobnicate"]) == 2
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_labkit_errors_become_a_message_and_exit_1(monkeypatch, capsys):
+    from labkit.errors import BadInputError
+
+    def boom(argv):
+        raise BadInputError("port 80 is taken: pass --port")
+
+    monkeypatch.setattr(doctor, "main", boom)
+    assert cli.main(["doctor"]) == 1
+    assert "labkit doctor: port 80 is taken: pass --port" in capsys.readouterr().err
+
+
+def test_a_crashing_check_is_reported_as_a_failure_not_raised():
+    def _ok():
+        return Check("fine", "ok", "all good")
+
+    def _broken():
+        raise RuntimeError("probe exploded")
+
+    results = run_checks((_ok, _broken))
+    assert [r.status for r in results] == ["ok", "fail"]
+    assert "probe exploded" in results[1].detail and results[1].fix
+
+
+def test_doctor_prints_what_to_do_and_fails_on_failures(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "CHECKS", ())
+    monkeypatch.setattr(doctor, "run_checks", lambda: (
+        Check("memory", "fail", "only 0.5 GiB available", "free memory"),
+        Check("load", "warn", "busy", "wait"),
+        Check("cores", "ok", "2 usable cores")))
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] memory" in out and "what to do: free memory" in out and "1 ok, 1 warning(s), 1 failed" in out
+
+
+@pytest.mark.slow
+def test_doctor_passes_on_this_machine_from_the_shell():
+    # the real checks: py-spy attaches to a child, memray tracks one, charts render offline
+    r = subprocess.run([sys.executable, "-m", "labkit", "doctor"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[ok  ] py-spy" in r.stdout and "[ok  ] memray" in r.stdout and "[ok  ] charts" in r.stdout
