@@ -195,3 +195,14 @@ def test_cli_json(capsys):
 def test_tcp_loopback_round_trip_is_microseconds():
     r = network.tcp_loopback_rtt(rounds=200)
     assert 1_000 < r.median_ns < 5_000_000, r
+
+
+def test_busy_machine_warning_says_what_to_do():
+    from labkit.latency.table import busy_warning
+
+    assert busy_warning(0.5, 1.2, 2) is None
+    assert busy_warning(None, None, 2) is None
+    w = busy_warning(1.0, 3.7, 2)
+    assert "3.7 on 2 CPUs" in w and "rerun" in w
+    t = LatencyTable(rows=(), warnings=(w,))
+    assert LatencyTable.from_dict(t.to_dict()).warnings == (w,) and "warning:" in str(t)

@@ -131,9 +131,10 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
     Method: for each working set, an int64 array holds one pointer per 64-byte cache line; the pointers
     form one random cycle (Sattolo's algorithm), so every load depends on the previous one and the hardware
     prefetcher cannot guess the next line. A numba-compiled loop follows the chain for a calibrated number
-    of steps (about 1–2 ms per sample); a sample is the elapsed time divided by the steps. The array is
+    of steps (about 0.2–0.3 ms per sample, short so that few samples are cut by the scheduler); a sample
+is the elapsed time divided by the steps. The array is
     built (every page touched) and the chain walked once before timing, and the thread is pinned to one CPU.
-    Overhead: one call into compiled code per sample (well under a µs) spread over ~10^5–10^6 steps, and the
+    Overhead: one call into compiled code per sample (well under a µs) spread over 10^3–10^5 steps, and the
     loop's own increment/compare, which overlaps the load. Large sets also pay TLB misses (4 KiB pages),
     which is part of what a random DRAM access costs a real program.
     """
@@ -145,8 +146,10 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
         return tuple(unavailable(f"chase_{_fmt_bytes(s).replace(' ', '')}",
                                  f"dependent load, {_fmt_bytes(s)} working set", "cpu",
                                  NO_NUMBA.format(err=e), method, working_set_bytes=s) for s in sizes)
-    repeats = repeats or (7 if quick else 25)
-    sample_ns = sample_ns or (1e6 if quick else 2e6)
+    # Short samples, many of them: a sample the scheduler interrupts is an outlier the median ignores,
+    # while one long sample would almost surely be interrupted on a busy machine.
+    repeats = repeats or (15 if quick else 41)
+    sample_ns = sample_ns or (2e5 if quick else 3e5)
     out = []
     with pinned({usable_cpus()[0]}):
         for size in sizes:
@@ -156,7 +159,7 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
             t0 = time.perf_counter_ns()
             p = k["chase"](a, 20_000, p)
             est = max(0.1, (time.perf_counter_ns() - t0) / 20_000)
-            steps = int(min(max(20_000, sample_ns / est), 5_000_000))
+            steps = int(min(max(1_000, sample_ns / est), 5_000_000))
             samples = []
             for _ in range(repeats):
                 t0 = time.perf_counter_ns()
@@ -205,8 +208,8 @@ def branch_mispredict(*, quick: bool = False, n: int | None = None, repeats: int
         k = _kernels()
     except ImportError as e:
         return unavailable("branch_mispredict", "branch mispredict", "cpu", NO_NUMBA.format(err=e), method)
-    n = n or (1 << 18 if quick else 1 << 20)
-    repeats = repeats or (7 if quick else 15)
+    n = n or (1 << 16 if quick else 1 << 18)
+    repeats = repeats or (15 if quick else 31)
     rng = np.random.default_rng(seed)
     shuffled = rng.integers(0, 256, n).astype(np.int32)
     ordered = np.sort(shuffled)

@@ -24,8 +24,8 @@ def syscall(*, quick: bool = False, number: int | None = None, repeats: int | No
     transition (with this kernel's speculative-execution mitigations) *plus one Python builtin call*
     (compare the ``python_call`` row): the call overhead is part of this row, not subtracted.
     """
-    number = number or (10_000 if quick else 20_000)
-    repeats = repeats or (11 if quick else 25)
+    number = number or (2_000 if quick else 5_000)
+    repeats = repeats or (21 if quick else 51)
     samples, loop = python_cost("g()", "from os import getppid as g", number=number, repeats=repeats)
     return Samples("syscall", "system call (getppid)", "os", samples, method_of(syscall), None,
                    {"loop_ns_subtracted": loop})
@@ -38,8 +38,8 @@ def lock_uncontended(*, quick: bool = False, number: int | None = None, repeats:
     empty loop. No other thread touches the lock, so this is the atomic instruction plus *two Python
     builtin calls* — the calls are most of it, and they are left in because Python code always pays them.
     """
-    number = number or (10_000 if quick else 20_000)
-    repeats = repeats or (11 if quick else 25)
+    number = number or (2_000 if quick else 5_000)
+    repeats = repeats or (21 if quick else 51)
     ns = {"lock": threading.Lock()}
     samples, loop = python_cost("a(); r()", "a = lock.acquire; r = lock.release", number=number,
                                 repeats=repeats, namespace=ns)
@@ -116,8 +116,8 @@ def page_fault(*, quick: bool = False, pages: int | None = None, repeats: int | 
     strided numpy store, and divides the elapsed time by the pages. The store itself costs a few ns per
     page; the rest is the kernel allocating, zeroing and mapping the page. Unmapping is not timed.
     """
-    pages = pages or (512 if quick else 2048)
-    repeats = repeats or (7 if quick else 15)
+    pages = pages or 128
+    repeats = repeats or (15 if quick else 41)
     samples, huge_off = [], True
     for _ in range(repeats):
         m = mmap.mmap(-1, pages * PAGE)

@@ -42,8 +42,8 @@ def python_costs(*, quick: bool = False, number: int | None = None,
     includes freeing the object right away (reference count reaches zero), as a temporary does.
     """
     method = method_of(python_costs)
-    number = number or (20_000 if quick else 50_000)
-    repeats = repeats or (11 if quick else 25)
+    number = number or (5_000 if quick else 10_000)
+    repeats = repeats or (21 if quick else 51)
     out = []
     for key, label, stmt in _ROWS:
         samples, loop_ns = python_cost(stmt, _SETUP, number=number, repeats=repeats)

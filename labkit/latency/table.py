@@ -58,6 +58,7 @@ class LatencyTable(Saveable):
         quick: whether the quick (smaller, noisier) settings were used.
         elapsed_s: wall time of the whole run.
         probe_seconds: wall time of each probe, by probe name.
+        warnings: what looked wrong with the run as a whole (a busy machine…), each with what to do.
         fingerprint: the machine and its load when measured.
     """
 
@@ -69,6 +70,7 @@ class LatencyTable(Saveable):
     elapsed_s: float = 0.0
     probe_seconds: dict[str, float] = field(default_factory=dict)
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    warnings: tuple[str, ...] = ()
 
     def row(self, key: str) -> Samples:
         """The row with this key; KeyError naming the keys that exist."""
@@ -100,7 +102,8 @@ class LatencyTable(Saveable):
 
         return {"kind": self.KIND, "version": self.VERSION, "rows": [r.to_dict() for r in self.rows],
                 "curve": [c.to_dict() for c in self.curve], "quick": self.quick, "elapsed_s": self.elapsed_s,
-                "probe_seconds": dict(self.probe_seconds), "fingerprint": jsonable(self.fingerprint)}
+                "probe_seconds": dict(self.probe_seconds), "fingerprint": jsonable(self.fingerprint),
+                "warnings": list(self.warnings)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LatencyTable:
@@ -116,7 +119,8 @@ class LatencyTable(Saveable):
                    curve=tuple(Samples.from_dict(c) for c in data.get("curve", ())),
                    quick=bool(data.get("quick", False)), elapsed_s=float(data.get("elapsed_s", 0.0)),
                    probe_seconds=dict(data.get("probe_seconds") or {}),
-                   fingerprint=dict(data.get("fingerprint") or {}))
+                   fingerprint=dict(data.get("fingerprint") or {}),
+                   warnings=tuple(data.get("warnings") or ()))
 
     def __str__(self) -> str:
         return format_table(self)
@@ -127,7 +131,11 @@ class LatencyTable(Saveable):
                 f"{'quick' if self.quick else 'full'}, {self.elapsed_s:.1f} s)")
 
     def _repr_html_(self) -> str:
-        return self.to_frame()[["label", "median", "p10_ns", "p90_ns", "n", "note"]].to_html(index=False)
+        from html import escape
+
+        html = self.to_frame()[["label", "median", "p10_ns", "p90_ns", "n", "note"]].to_html(
+            index=False, float_format=lambda v: f"{v:,.4g}")
+        return html + "".join(f"<p><b>warning:</b> {escape(w)}</p>" for w in self.warnings)
 
 
 def _frame_row(r: Samples) -> dict[str, Any]:
@@ -151,7 +159,25 @@ def format_table(t: LatencyTable) -> str:
     if bw is not None:
         lines.append(f"(sequential memory read: {bw.extra.get('gb_per_s', float('nan')):.1f} GB/s, one core)")
     lines.append(f"{'quick' if t.quick else 'full'} run, {t.elapsed_s:.1f} s")
+    lines += [f"warning: {w}" for w in t.warnings]
     return "\n".join(lines)
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def busy_warning(load_before: float | None, load_after: float | None, ncpu: int) -> str | None:
+    """A warning when the 1-minute load average (which counts this run too) exceeded the CPU count."""
+    loads = [x for x in (load_before, load_after) if x is not None]
+    if not loads or max(loads) <= ncpu:
+        return None
+    return (f"the machine was busy (load average up to {max(loads):.1f} on {ncpu} CPUs, this run included): "
+            "other processes shared the cores and caches, which inflates medians and widens P10–P90. "
+            "Close other work and rerun, or compare rows of one run with each other rather than across runs")
 
 
 def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] | None = None,
@@ -182,6 +208,7 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
     curve: tuple[Samples, ...] = ()
     seconds: dict[str, float] = {}
     start = time.perf_counter()
+    load_before = _load()
     for i, name in enumerate(names, 1):
         keys, run = PROBES[name]
         t0 = time.perf_counter()
@@ -200,7 +227,11 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
             summary = ", ".join(f"{r.key} {_fmt(r.median_ns)}" for r in got)
             print(f"[{i}/{len(names)}] {name:<15} {seconds[name]:5.1f} s  {summary}", file=sys.stderr,
                   flush=True)
-    return LatencyTable(tuple(rows), curve, quick, time.perf_counter() - start, seconds, fingerprint())
+    busy = busy_warning(load_before, _load(), os.cpu_count() or 1)
+    if busy and progress:
+        print(f"warning: {busy}", file=sys.stderr, flush=True)
+    return LatencyTable(tuple(rows), curve, quick, time.perf_counter() - start, seconds, fingerprint(),
+                        (busy,) if busy else ())
 
 
 def ladder_frame(t: LatencyTable) -> Any:

@@ -42,13 +42,13 @@ def record_1k(seed: int = 5) -> dict[str, Any]:
 def compress_1k(*, quick: bool = False, repeats: int | None = None) -> Samples:
     """``zlib.compress`` of 1 KiB of English-like text at the default level (6).
 
-    Method: the same 1 KiB buffer is compressed in batches of 200 calls after a warm-up batch; a sample
+    Method: the same 1 KiB buffer is compressed in batches of 25 calls after a warm-up batch; a sample
     is a batch's time per call. Overhead: one Python call per compression (~50 ns of several µs).
     Dean's 2012 row used Zippy (now Snappy), which trades ratio for speed: zlib is expected to be slower.
     """
     data = _text_1k()
-    repeats = repeats or (7 if quick else 21)
-    samples = time_batches(lambda: zlib.compress(data), batch=200, repeats=repeats)
+    repeats = repeats or (25 if quick else 61)
+    samples = time_batches(lambda: zlib.compress(data), batch=25, repeats=repeats)
     return Samples("zlib_compress_1k", "compress 1 KiB (zlib, level 6)", "work", samples,
                    method_of(compress_1k), None, {"ratio": len(data) / len(zlib.compress(data))})
 
@@ -56,16 +56,16 @@ def compress_1k(*, quick: bool = False, repeats: int | None = None) -> Samples:
 def json_encode_1k(*, quick: bool = False, repeats: int | None = None) -> tuple[Samples, ...]:
     """Encode a ~1 KiB nested record (an order with 8 items) with ``json.dumps`` and with ``orjson.dumps``.
 
-    Method: batches of 200 encodes of the same dict after a warm-up batch; a sample is a batch's time
+    Method: batches of 25 encodes of the same dict after a warm-up batch; a sample is a batch's time
     per call. ``json.dumps`` returns ``str`` and ``orjson.dumps`` returns ``bytes`` (the HTTP body needs
     bytes, so the json row understates its real cost by one ``.encode()``). One Python call per encode.
     """
     method = method_of(json_encode_1k)
     rec = record_1k()
     size = len(json.dumps(rec, separators=(",", ":")))
-    repeats = repeats or (7 if quick else 21)
+    repeats = repeats or (25 if quick else 61)
     out = [Samples("json_encode_1k", "JSON-encode a 1 KiB record (json)", "work",
-                   time_batches(lambda: json.dumps(rec), batch=200, repeats=repeats), method, None,
+                   time_batches(lambda: json.dumps(rec), batch=25, repeats=repeats), method, None,
                    {"bytes": size})]
     try:
         import orjson
@@ -74,7 +74,7 @@ def json_encode_1k(*, quick: bool = False, repeats: int | None = None) -> tuple[
                                f"orjson is not importable ({e}); pip install orjson", method))
     else:
         out.append(Samples("orjson_encode_1k", "JSON-encode a 1 KiB record (orjson)", "work",
-                           time_batches(lambda: orjson.dumps(rec), batch=200, repeats=repeats), method,
+                           time_batches(lambda: orjson.dumps(rec), batch=25, repeats=repeats), method,
                            None, {"bytes": len(orjson.dumps(rec))}))
     return tuple(out)
 
@@ -85,11 +85,11 @@ def sqlite_point_query(*, quick: bool = False, rows: int = 10_000, repeats: int 
 
     Method: a temporary file database with ``rows`` rows (an integer primary key, a name, a price) is
     created and read once so its pages are in SQLite's cache; each call looks up a random id with a
-    prepared-statement-cached ``SELECT``. Batches of 200 lookups; a sample is a batch's time per lookup.
+    prepared-statement-cached ``SELECT``. Batches of 25 lookups; a sample is a batch's time per lookup.
     Overhead: the ``sqlite3`` module's Python-level work (binding, building the row tuple, ~1 µs) is
     included on purpose: it is what every query from Python pays.
     """
-    repeats = repeats or (7 if quick else 21)
+    repeats = repeats or (25 if quick else 61)
     with _scratch(dir) as d:
         conn = sqlite3.connect(os.path.join(d, "probe.sqlite"))
         try:
@@ -107,7 +107,7 @@ def sqlite_point_query(*, quick: bool = False, rows: int = 10_000, repeats: int 
                 pos[0] = (pos[0] + 1) & 1023
                 conn.execute(sql, (ids[pos[0]],)).fetchone()
 
-            samples = time_batches(once, batch=200, repeats=repeats)
+            samples = time_batches(once, batch=25, repeats=repeats)
         finally:
             conn.close()
     return Samples("sqlite_point_query", "SQLite point query (primary key, warm)", "work", samples,
