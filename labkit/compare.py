@@ -116,6 +116,8 @@ def verdict_for(ci: tuple[float, float], p_value: float, min_effect: float, alph
 
 
 def _samples_of(x: Any) -> np.ndarray | None:
+    if isinstance(x, list | tuple | np.ndarray):
+        return np.asarray(x, dtype=float)  # raw samples in ns
     s = getattr(x, "samples_ns", None)
     return None if s is None else np.asarray(s, dtype=float)
 
@@ -128,7 +130,7 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     Args:
         baseline, candidate: two callables (timed interleaved here, each called as ``fn(*args)``), or two
             measured results — anything with a ``samples_ns`` attribute, such as a BenchResult or a
-            load-test result — compared as independent samples.
+            load-test result, or plain sequences of durations in ns — compared as independent samples.
         names: labels for the two sides (default: function names, or "baseline"/"candidate").
         rounds: interleaved A/B rounds (callables only); each round takes one sample of each.
         min_effect: the relative difference below which the two count as the same (0.05 = ±5 %).

@@ -102,3 +102,10 @@ def test_comparison_round_trips_and_reads_well(tmp_path):
     df = c.to_frame()
     assert set(df.role) == {"baseline", "candidate"} and len(df) == 400
     assert "FASTER" in c._repr_html_()
+
+
+def test_plain_sample_lists_are_accepted():
+    a = list(lognormal(1e6, 0.05, 300, 1))
+    b = lognormal(1.5e6, 0.05, 300, 2)
+    c = compare(a, b, names=("before", "after"))
+    assert c.verdict == "slower" and c.baseline_name == "before" and not c.paired
