@@ -31,9 +31,16 @@ Pricing (:mod:`.lines`, :mod:`.pricing`) — integer cents and basis points, so 
     ``lines.rows`` (AoS) and ``lines.columns`` (SoA) are built — and the input validated, raising
     BadInputError naming the field — on first access, each the way its layout would (a Python pass making
     dicts; one np.array call + vectorised checks), so a request pays only for the view its variant uses.
-    ``lines.materialize()`` builds both, so a timed kernel never times a conversion. SoA pays a fixed
-    ~20 µs per call, so it loses below ~20–30 lines and wins from there (≈3–4× at 100 lines, ≈15–25× at
-    1,000); prealloc helps SoA only when arrays are big (≥ ~100k lines), AoS from a few hundred lines.
+    ``lines.materialize()`` builds both, so a timed kernel never times a conversion.
+
+    Measured here (tests/benchmarks/bench_core.py, busy 2-vCPU VM, interleaved medians): SoA has a fixed
+    ~15–20 µs per call, so it *loses* below ~20 lines (0.65× at 10), then wins: 1.5× at 30, ~4× at 100,
+    ~25× at 1,000 lines (kernels only). Pricing SQL tuple rows, conversion included: 0.8× at 30, 1.8× at
+    100, 3.8× at 1,000 — converting rows to columns per request is O(n) Python work too. prealloc helps
+    AoS at every size (1.4–1.7×: no per-line dict, so no GC collections) and SoA only for big arrays
+    (4–5× at 100k lines; ~5 % slower at ≤10k lines, where malloc simply hands back the chunk just freed
+    and ``out=`` only adds call overhead).
+    The quote endpoint therefore shows the layout lesson best at ≥100 lines (``/quote?lines=N``).
 
 Encoding (:mod:`.encoding`) — same decoded content whatever the codec:
 
