@@ -159,3 +159,32 @@ def test_in_process_export_against_the_live_catalog(svc):
     conn = connect(svc.db_path)
     with svc.catalog_client() as cat:
         assert export_naive(conn, cat, 3) == export_batched(conn, cat, 3)
+
+
+@pytest.mark.parametrize("ending", ["exit", "forget"])
+def test_children_stop_at_exit_and_when_the_service_is_forgotten(ending):
+    # "exit": the parent returns without calling stop(); "forget": the last reference to the Service goes
+    script = textwrap.dedent(f"""
+        import gc, json, time
+        from labkit.service import start
+        svc = start(size="small")
+        print(json.dumps([svc.pid, svc.catalog_pid]), flush=True)
+        if {ending!r} == "forget":
+            del svc
+            gc.collect()
+            print("forgotten", flush=True)
+            time.sleep(60)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(parent.stdout.readline())
+        if ending == "forget":
+            assert parent.stdout.readline().strip() == "forgotten"
+        else:
+            assert parent.wait(20) == 0
+        deadline = time.monotonic() + 10
+        while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(p) for p in pids)
+    finally:
+        parent.kill()

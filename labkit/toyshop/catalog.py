@@ -24,6 +24,7 @@ import http.client
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -246,14 +247,15 @@ class CatalogClient(_Base):
         self.base_url = base_url.rstrip("/")
         self._host, self._port, self.timeout = parts.hostname, parts.port, timeout
         self._local = threading.local()
-        self._conns: list[http.client.HTTPConnection] = []
+        # weak: when a worker thread ends, its thread-local connection goes (and its socket closes) with it
+        self._conns: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
 
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
             with self._pool_lock:
-                self._conns.append(conn)
+                self._conns.add(conn)
         return conn
 
     def _fetch(self, path: str) -> tuple[int, bytes]:
@@ -281,7 +283,8 @@ class CatalogClient(_Base):
         """Close every connection and pool this client opened."""
         super().close()
         with self._pool_lock:
-            conns, self._conns = self._conns, []
+            conns = list(self._conns)
+            self._conns.clear()
         for conn in conns:
             conn.close()
 
