@@ -89,3 +89,10 @@ def test_napkin_prices_counts_with_table_rows():
         napkin(t, {"reads": (1, "disk_random_read_4k")})
     with pytest.raises(BadInputError, match="no row"):
         napkin(t, {"x": (1, "warp")})
+
+
+def test_a_noisy_measurement_earns_a_rerun_hint():
+    noisy = Samples("/orders/1", "GET /orders/1", "io", (1e6, 1e6, 2e6, 5e6, 8e6, 9e6, 1e6))
+    result = lab01.check(0.1, noisy)
+    assert not result.passed and "noisy" in str(result) and "rerun" in str(result)
+    assert "noisy" not in str(lab01.check(0.1, MEASURED))

@@ -21,15 +21,24 @@ DEFAULT_FACTOR = 3.0
 TITLE = "Lab 01 — napkin math for GET /orders/{id}"
 
 
-def _median_ns(measured: Any) -> float | None:
-    """Median in ns of a measurement: anything with ``samples_ns``, a sequence of ns, or one number of ns."""
+def _samples(measured: Any) -> np.ndarray:
+    """Finite samples in ns of a measurement: anything with ``samples_ns``, a sequence of ns, or one number."""
     samples = getattr(measured, "samples_ns", measured)
     try:
         arr = np.atleast_1d(np.asarray(samples, dtype=float))
     except (TypeError, ValueError):
-        return None
-    arr = arr[np.isfinite(arr)]
-    return float(np.median(arr)) if arr.size else None
+        return np.empty(0)
+    return arr[np.isfinite(arr)]
+
+
+def _noise_hint(arr: np.ndarray) -> str:
+    if arr.size < 5:
+        return ""
+    p10, p90 = np.percentile(arr, [10, 90])
+    if p10 > 0 and p90 > 3 * p10:
+        return (f" Note: this measurement is noisy (P10 {p10 / 1e6:.3g} ms, P90 {p90 / 1e6:.3g} ms), so other "
+                "work on the machine may have moved the median: rerun measure_order() when it is quieter.")
+    return ""
 
 
 def measure_order(url: str, order_id: int = 1, rounds: int = 30) -> Any:
@@ -60,7 +69,8 @@ def check(estimate_ms: Any, measured: Any, *, factor: float = DEFAULT_FACTOR) ->
         return CheckResult(TITLE, (Item(False, f"your estimate must be a positive number of milliseconds, got "
                                                f"{estimate_ms!r}: add up the rows your request pays for"),))
     items = [Item(True, f"an estimate was written down: {estimate_ms:.3g} ms")]
-    med = _median_ns(measured)
+    arr = _samples(measured)
+    med = float(np.median(arr)) if arr.size else None
     if med is None or med <= 0:
         items.append(Item(False, "the measurement has no samples: run measure_order(svc.url) first"))
         return CheckResult(TITLE, tuple(items))
@@ -72,9 +82,9 @@ def check(estimate_ms: Any, measured: Any, *, factor: float = DEFAULT_FACTOR) ->
     elif ratio > factor:
         items.append(Item(False, f"your estimate is {ratio:.2f}× the measurement (more than {factor:g}× too high): "
                                  "did you count a query or round trip the endpoint does not make, or use a "
-                                 "per-item cost where the code makes one batched call?"))
+                                 "per-item cost where the code makes one batched call?" + _noise_hint(arr)))
     else:
         items.append(Item(False, f"your estimate is {ratio:.2f}× the measurement (more than {factor:g}× too low): "
                                  "did you leave out the framework's floor (the http_health row), the catalog "
-                                 "round trip, or the hand-off to the database thread?"))
+                                 "round trip, or the hand-off to the database thread?" + _noise_hint(arr)))
     return CheckResult(TITLE, tuple(items))
