@@ -286,20 +286,21 @@ def verify(path: Path | str, size: str = "small") -> str | None:
     return None
 
 
-def ensure(size: str = "small", *, directory: Path | str | None = None, quiet: bool = False) -> Path:
+def ensure(size: str = "small", *, directory: Path | str | None = None, quiet: bool = False,
+           force: bool = False) -> Path:
     """Return the path of a sound dataset for ``size``, building (or rebuilding) it first if needed.
 
     Safe to call from several processes at once: builds are serialised by a lock file next to the dataset.
-    A rebuilt file prints why it was rebuilt (on stderr) unless ``quiet``.
+    A rebuilt file prints why it was rebuilt (on stderr) unless ``quiet``; ``force`` rebuilds regardless.
     """
     path = db_path(size, directory)
     key = _stamp(path)
-    if key is not None and key in _verified:
+    if key is not None and key in _verified and not force:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + "-lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        problem = verify(path, size)
+        problem = "a rebuild was asked for (force)" if force else verify(path, size)
         if problem is not None:
             t0 = time.perf_counter()
             if not quiet:
@@ -336,11 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "path":
         print(db_path(args.size))
         return 0
-    if args.force:
-        path = build(args.size)
-    else:
-        path = ensure(args.size)
-    print(path)
+    print(ensure(args.size, force=args.force))
     return 0
 
 
