@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import http.client
-import sqlite3
 import threading
 import time
 import weakref
@@ -46,7 +45,9 @@ _clock = time.perf_counter_ns
 
 def load_products(db_path: Path | str) -> dict[int, dict[str, Any]]:
     """Every product of a toyshop database as ``{id: {field: value}}``."""
-    conn = sqlite3.connect(f"file:{Path(db_path).resolve()}?mode=ro&immutable=1", uri=True)
+    from labkit.toyshop.db import connect
+
+    conn = connect(db_path)
     try:
         cur = conn.execute("SELECT * FROM products ORDER BY id")
         names = [d[0] for d in cur.description]
