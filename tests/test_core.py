@@ -358,3 +358,21 @@ def test_count_allocations_sees_survivors_peaks_and_collections():
     assert churned.result == 5_000 and churned.blocks < 50 and churned.peak_bytes > 200_000
     assert churned.gc_collections[0] >= 1
     assert "alive after the call" in str(churned)
+    assert kept.allocations >= 2_000 and churned.allocations >= 5_000
+
+
+def test_allocation_census_counts_freed_temporaries_too():
+    products = make_products(20)
+    by_codec = {c: count_allocations(encode_products, products, codec=c) for c in CODECS}
+    # json builds an intermediate str, escapes, then encodes; orjson writes bytes straight away
+    assert by_codec["json"].allocations > 2 * by_codec["orjson"].allocations > 0
+    assert all(a.blocks <= 20 for a in by_codec.values())  # but nearly nothing survives either call
+    assert count_allocations(lambda: None).allocations == 0
+    assert count_allocations(list, census=False).allocations is None
+
+
+def test_allocation_census_steps_aside_for_another_memray_tracker(tmp_path):
+    memray = pytest.importorskip("memray")
+    with memray.Tracker(str(tmp_path / "outer.bin")):
+        counted = count_allocations(lambda: [str(i) for i in range(100)])
+    assert counted.allocations is None and counted.blocks >= 100

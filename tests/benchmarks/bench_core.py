@@ -15,7 +15,7 @@ and the verdict. "×" is the speed-up of the candidate (baseline median / candid
    field selection (as the service does it) and encode() alone.
 4. fields: full (32) vs trimmed (8) for each codec.
 5. cache: no cache vs local cache for 1,000 config lookups on an 80/20 pattern (in-memory SQLite source).
-6. allocations (tracemalloc, not timed): what one call of each pricing kernel leaves and peaks at.
+6. allocations (tracemalloc + a memray census, not timed): per pricing kernel and per encoding variant.
 """
 
 from __future__ import annotations
@@ -145,15 +145,21 @@ def run(rounds: int, quick: bool) -> None:
     s = caches["local"].stats()
     print(f"      local cache: {s.size} keys, hit ratio {s.hit_ratio:.3f} over {s.hits + s.misses:,} lookups")
 
-    print("6. allocations per pricing call (tracemalloc; not a timing)")
+    print("6. allocations per pricing call (tracemalloc + memray census; not a timing)")
     for n in (100, 10_000):
         lines = make_order_lines(n, seed=n)
         for (layout, buffers), kernel in k.items():
             a = count_allocations(kernel, lines)
             print(
-                f"  n={n:<6,} {layout}/{buffers:<8} alive after {a.blocks:>4} blocks, peak "
-                f"{a.peak_bytes / 1024:>8.1f} KiB, GC collections {a.gc_collections}"
+                f"  n={n:<6,} {layout}/{buffers:<8} {a.allocations if a.allocations is not None else '?':>7} "
+                f"allocations, alive after {a.blocks:>4} blocks, peak {a.peak_bytes / 1024:>8.1f} KiB, "
+                f"GC collections {a.gc_collections}"
             )
+    print("   allocations per encode_products call, 50 products")
+    for codec in ("json", "orjson", "msgpack"):
+        for fields in ("full", "trimmed"):
+            a = count_allocations(encode_products, products, codec=codec, fields=fields)
+            print(f"  {codec:<8} {fields:<8} {a.allocations if a.allocations is not None else '?':>7} allocations")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,8 +59,11 @@ Config cache (:mod:`.cache`):
 
 Allocations (:mod:`.allocs`):
 
-    count_allocations(fn, *args, warmup=1, **kwargs) -> AllocationCount(blocks, size_bytes, peak_bytes,
-        gc_collections, result)      tracemalloc-based; blocks alive after the call + peak during it
+    count_allocations(fn, *args, warmup=1, census=True, **kwargs) -> AllocationCount(blocks, size_bytes,
+        peak_bytes, gc_collections, allocations, result)
+      blocks/size_bytes: net growth left by the call (tracemalloc); peak_bytes: high-water mark during it;
+      gc_collections: cyclic-GC runs during it; allocations: every allocator call, freed or not (memray;
+      None without memray) — e.g. encode_products(50 products): json ~4,400 vs orjson ~320
 
 Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the bad argument and what to use.
 """
