@@ -18,6 +18,7 @@ from labkit.errors import BadInputError
 
 __all__ = ["LINE_FIELDS", "DEFAULT_TAX_RATES_BP", "LineColumns", "OrderLines", "make_order_lines"]
 
+#: The fields of one order line, in the order tuple rows carry them.
 LINE_FIELDS: tuple[str, ...] = ("product_id", "qty", "unit_price", "discount_bp", "tax_class")
 #: Tax rate per tax class, in basis points: 0 %, 5.5 %, 10 %, 20 %.
 DEFAULT_TAX_RATES_BP: tuple[int, ...] = (0, 550, 1000, 2000)
