@@ -76,7 +76,8 @@ class Watch:
         for tap in reversed(taps):
             release(tap, sink)
         queries = tuple(
-            Query(e[0], e[1], e[2], _params_repr(e[3]), shape_of(e[0], e[2]), e[4] - t0, e[5], e[6], e[7])
+            Query(e[0], e[1], e[2], _params_repr(e[3]), shape_of(e[0], e[2]), e[4] - t0, e[5], f"{e[6][0]}:{e[6][1]}",
+                  e[7])
             for e in sink
         )
         report = Report(queries=queries, wall_ns=t1 - t0, threshold=self.threshold, label=self.label)

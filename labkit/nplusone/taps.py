@@ -35,7 +35,7 @@ from typing import Any
 
 from labkit.errors import BadInputError
 
-__all__ = ["PROGRESS_OPS", "Tap", "tap_for", "call_site"]
+__all__ = ["PROGRESS_OPS", "Tap", "tap_for", "call_site", "raw_site", "release"]
 
 PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connections (resolution vs overhead)
 
@@ -77,10 +77,12 @@ def _skip_code(code: Any) -> bool:
     return hit
 
 
-def call_site(extra_skip: tuple[str, ...] = ()) -> str:
-    """Return ``file:line`` of the first frame on the current stack outside the detector, sqlite3,
-    SQLAlchemy and the toyshop's transport modules, outside any path starting with *extra_skip*, and outside
-    functions that set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers)."""
+def raw_site(extra_skip: tuple[str, ...] = ()) -> tuple[str, int]:
+    """``(file, line)`` of the first frame on the current stack outside the detector, sqlite3, SQLAlchemy and
+    the toyshop's transport modules, outside any path starting with *extra_skip*, and outside functions that
+    set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers).
+
+    Kept as a tuple while recording (formatting costs time); ``call_site`` formats it."""
     frame = sys._getframe(1)
     known = _SKIP_CODE.get
     while frame is not None:
@@ -89,9 +91,15 @@ def call_site(extra_skip: tuple[str, ...] = ()) -> str:
         if skip is None:
             skip = _skip_code(code)
         if not skip and not (extra_skip and code.co_filename.startswith(extra_skip)):
-            return f"{code.co_filename}:{frame.f_lineno}"
+            return (code.co_filename, frame.f_lineno)
         frame = frame.f_back
-    return "?"
+    return ("?", 0)
+
+
+def call_site(extra_skip: tuple[str, ...] = ()) -> str:
+    """``file:line`` of the code that called into the detector's targets (see ``raw_site``)."""
+    file, line = raw_site(extra_skip)
+    return f"{file}:{line}"
 
 
 class Tap:
@@ -110,7 +118,7 @@ class Tap:
         entry: Entry | None = None
         for entries, clock, skip in self.sinks:
             s = clock() - duration_ns if start_ns is None else start_ns
-            entry = [kind, self.label, statement, params, s, duration_ns, call_site(skip), timing or self.timing]
+            entry = [kind, self.label, statement, params, s, duration_ns, raw_site(skip), timing or self.timing]
             entries.append(entry)
         return entry
 
@@ -229,9 +237,14 @@ class _WrappedSqliteTap(Tap):
 
     def emit_all(self, sql: str, params: Any, t0: int, dur: int) -> list[Entry]:
         """Record one statement in every sink; return the entries so fetch time can be added later."""
+        if len(self.sinks) == 1:  # the common case, kept short: this runs once per query
+            entries, _clock, skip = self.sinks[0]
+            entry = ["sql", self.label, sql, params, t0, dur, raw_site(skip), self.timing]
+            entries.append(entry)
+            return [entry]
         out = []
         for entries, _clock, skip in self.sinks:
-            entry = ["sql", self.label, sql, params, t0, dur, call_site(skip), self.timing]
+            entry = ["sql", self.label, sql, params, t0, dur, raw_site(skip), self.timing]
             entries.append(entry)
             out.append(entry)
         return out
@@ -258,7 +271,7 @@ class _TraceSqliteTap(Tap):
             self._last = now
             self._open = []
             for entries, _c, skip in self.sinks:
-                entry = ["sql", self.label, statement, None, now, 0, call_site(skip), self.timing]
+                entry = ["sql", self.label, statement, None, now, 0, raw_site(skip), self.timing]
                 entries.append(entry)
                 self._open.append(entry)
 

@@ -44,14 +44,48 @@ class KeepAlive:
         return resp.status, dict(resp.getheaders()), body
 
 
+def per_call_overhead(conn: object, fake: object, rounds: int) -> tuple[float, float]:
+    """Extra ns per recorded SQL query and per recorded catalog call (tight loops of 200, interleaved)."""
+    import numpy as np
+
+    sql = "SELECT sku, name FROM products WHERE id = ?"
+    w_sql, w_http = watch(conn), watch(fake)
+
+    def sql_bare() -> None:
+        for i in range(1, 201):
+            conn.execute(sql, (i,)).fetchone()  # type: ignore[attr-defined]
+
+    def sql_watched() -> None:
+        with w_sql:
+            sql_bare()
+
+    def http_bare() -> None:
+        for i in range(1, 201):
+            fake.get(i)  # type: ignore[attr-defined]
+
+    def http_watched() -> None:
+        with w_http:
+            http_bare()
+
+    out = []
+    for bare, watched in ((sql_bare, sql_watched), (http_bare, http_watched)):
+        c = compare(bare, watched, rounds=rounds, min_sample_time=0.01)
+        out.append(float(np.median(c.candidate_ns) - np.median(c.baseline_ns)) / 200)
+    return out[0], out[1]
+
+
 def overhead(svc: object, rounds: int) -> None:
     from labkit.toyshop import catalog as cat_mod
     from labkit.toyshop import db
     from labkit.toyshop.export import export_batched, export_naive
 
-    conn = db.connect(size="small")
-    print("1. detector overhead (in-process export of customer 1: 50 orders × 4 items)")
+    conn = db.connect(svc.db_path)  # type: ignore[attr-defined]
+    print("1. detector overhead")
     fake = cat_mod.FakeCatalog.from_db(svc.db_path)  # type: ignore[attr-defined]
+    per_sql, per_http = per_call_overhead(conn, fake, rounds)
+    print(f"   per recorded call (tight loops, recording + report): SQL query {format_duration(per_sql)}, "
+          f"catalog call {format_duration(per_http)}")
+    print("   whole export of customer 1 (50 orders × 4 items), in process, bare vs under watch():")
     with cat_mod.CatalogClient(svc.catalog_url) as real:  # type: ignore[attr-defined]
         for label, catalog in (("real catalog on loopback", real), ("fake catalog, SQLite only (worst case)", fake)):
             for fn in (export_naive, export_batched):
@@ -64,14 +98,15 @@ def overhead(svc: object, rounds: int) -> None:
                     with w:
                         fn(conn, catalog, CUSTOMER)
 
-                c = compare(bare, watched, rounds=rounds, names=("bare", "watched"), min_sample_time=0.02)
-                n = w.report.count if w.report else 0
+                c = compare(bare, watched, rounds=2 * rounds, names=("bare", "watched"), min_sample_time=0.02)
+                rep = w.report
+                n_sql = sum(q.kind == "sql" for q in rep.queries) if rep else 0
+                n_http = (rep.count - n_sql) if rep else 0
                 base = sorted(c.baseline_ns)[len(c.baseline_ns) // 2]
-                extra = (c.ratio - 1) * base
-                per_q = format_duration(extra / n) if n else "n/a"
-                print(f"   {fn.__name__:>15} · {label}: {n} queries, bare {format_duration(base)}; "
-                      f"watched/bare = {c.ratio:.3f} (95% CI {c.ci[0]:.3f}–{c.ci[1]:.3f}), overhead "
-                      f"{(c.ratio - 1):+.1%} ≈ {per_q} per query; verdict: {c.verdict}")
+                implied = (n_sql * per_sql + n_http * per_http) / base
+                print(f"   {fn.__name__:>15} · {label}: {n_sql} SQL + {n_http} calls, bare {format_duration(base)}; "
+                      f"implied by the per-call cost {implied:+.1%}; measured watched/bare = {c.ratio:.3f} "
+                      f"(95% CI {c.ci[0]:.3f}–{c.ci[1]:.3f}), verdict: {c.verdict}")
     conn.close()
 
 
@@ -81,6 +116,15 @@ def end_to_end(delay_ms: float, rounds: int, size: str) -> None:
     where = "loopback" if not delay_ms else f"emulated {delay_ms:g} ms catalog round trip"
     print(f"2. end to end, catalog at {where} (GET /customers/{CUSTOMER}/export)")
     with start(size=size, catalog_delay_ms=delay_ms) as svc:
+        from labkit.toyshop.catalog import CatalogClient
+
+        with CatalogClient(svc.catalog_url) as cat:
+            one = []
+            for i in range(60):
+                t0 = time.perf_counter_ns()
+                cat.get(1 + i % 50)
+                one.append(time.perf_counter_ns() - t0)
+        print(f"   measured single catalog call from here: median {format_duration(sorted(one[10:])[25])}")
         client = KeepAlive(svc.url)
         counts = {}
         for variant in ("naive", "batched", "join"):
@@ -119,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     with start(size=args.size) as svc:
         overhead(svc, rounds)
-    for delay in (0.0, 0.5):
+    for delay in (0.0, 0.5, 1.0):  # 1 ms as a control: the emulation must visibly add to each call
         end_to_end(delay, rounds, args.size)
     print(f"(took {time.monotonic() - t0:.0f} s)")
     return 0
