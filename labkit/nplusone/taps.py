@@ -338,8 +338,13 @@ class _ObserverTap(Tap):
     timing = "observer"
 
     def install(self) -> None:
+        sinks, label = self.sinks, self.label
+
         def observer(method: str, url: str, duration_ns: int) -> None:
-            self.emit("http", f"{method.upper()} {url}", None, None, int(duration_ns))
+            # runs once per HTTP call: kept flat (no emit() indirection), the site found from here
+            for entries, clock, skip in sinks:
+                entries.append(["http", label, f"{method} {url}", None, clock() - duration_ns, duration_ns,
+                                raw_site(skip), "observer"])
 
         self._observer = observer
         self.target.observers.append(observer)
