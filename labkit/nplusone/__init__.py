@@ -8,7 +8,7 @@ by shape, and point at the shapes repeated once per item.
 
 Modules: ``shapes`` (normalisation), ``taps`` (how each target is listened to and timed), ``recorder``
 (``watch``), ``report`` (the value), ``render`` (text/HTML), ``budget`` (assertions for tests),
-``pytest_plugin`` (the ``query_budget`` fixture), ``endpoint`` (a keep-alive client reading Server-Timing).
+``sites`` (call sites), ``pytest_plugin`` (the ``query_budget`` fixture), ``endpoint`` (a keep-alive client reading Server-Timing).
 """
 
 from labkit.nplusone.budget import QueryBudgetExceeded, assert_max_queries, check_budget
