@@ -198,7 +198,8 @@ def branch_mispredict(*, quick: bool = False, n: int | None = None, repeats: int
 
     Method: a numba-compiled loop stores the index of every element >= 128 (a conditional store, which the
     compiler keeps as a real branch). Over sorted data the branch is almost always predicted; over the
-    same values shuffled it is a coin flip, so about half the elements mispredict. A sample is
+    same values shuffled (reshuffled before every sample, so the predictor cannot learn the sequence) it is
+    a coin flip, so about half the elements mispredict. A sample is
     (time shuffled − time sorted) / n / 0.5, from back-to-back runs. The loop's own work cancels out in
     the difference; what remains is the mispredict penalty (the pipeline flush and refetch).
     If the two runs cost the same, the compiler removed the branch and the row is marked unavailable.
@@ -208,7 +209,7 @@ def branch_mispredict(*, quick: bool = False, n: int | None = None, repeats: int
         k = _kernels()
     except ImportError as e:
         return unavailable("branch_mispredict", "branch mispredict", "cpu", NO_NUMBA.format(err=e), method)
-    n = n or (1 << 16 if quick else 1 << 18)
+    n = n or (1 << 17 if quick else 1 << 18)
     repeats = repeats or (15 if quick else 31)
     rng = np.random.default_rng(seed)
     shuffled = rng.integers(0, 256, n).astype(np.int32)
@@ -219,6 +220,7 @@ def branch_mispredict(*, quick: bool = False, n: int | None = None, repeats: int
         k["filter"](ordered, 128, out)
         k["filter"](shuffled, 128, out)
         for _ in range(repeats):
+            shuffled = rng.permutation(shuffled)  # fresh order each time: no predictor can learn it
             t0 = time.perf_counter_ns()
             k["filter"](ordered, 128, out)
             t1 = time.perf_counter_ns()
