@@ -18,7 +18,8 @@ import pandas as pd
 
 from labkit.errors import BadInputError
 
-__all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS"]
+__all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS", "latency_ladder",
+           "latency_curve"]
 
 UNIT_AXIS = "time (µs)"
 

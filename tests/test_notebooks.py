@@ -20,7 +20,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SMALL: dict[str, dict[str, object]] = {
     "index.ipynb": {},
     "00_method.ipynb": {"N": 2_000, "ROUNDS": 6, "REPEAT": 8, "TAIL_CALLS": 1_000},
-    "01_latency_numbers.ipynb": {"QUICK": True},
+    "01_latency_numbers.ipynb": {"QUICK": True, "ROUNDS": 5},
     "02_nplusone.ipynb": {"SMALL": True},
 }
 
