@@ -19,7 +19,7 @@ import pandas as pd
 from labkit.errors import BadInputError
 
 __all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS", "latency_ladder",
-           "latency_curve"]
+           "latency_curve", "latency_vs_items", "queries_vs_items"]
 
 UNIT_AXIS = "time (µs)"
 
