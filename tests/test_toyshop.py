@@ -45,6 +45,12 @@ def catalog(db):
 
 
 @pytest.fixture(scope="module")
+def catalog_http(db):
+    with TestClient(create_catalog(db)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
 def client(db, catalog):
     with TestClient(create_app(db, catalog), raise_server_exceptions=False) as c:
         yield c
@@ -262,3 +268,14 @@ def test_queue_switch_sheds_load_with_503(db):
 
     statuses = sorted(r.status_code for r in asyncio.run(burst()))
     assert statuses == [200, 200, 503, 503, 503]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segment=_segment, ids=st.lists(_segment, max_size=5), extra=st.lists(st.tuples(_names, _values), max_size=2))
+def test_fuzz_catalog_answers_no_500(catalog_http, segment, ids, extra):
+    from urllib.parse import quote
+
+    client = catalog_http
+    assert client.get(f"/products/{quote(segment, safe='')}").status_code in (200, 400, 404)
+    resp = client.get("/products", params=[("ids", ",".join(ids)), *extra])
+    assert resp.status_code in (200, 400), resp.text[:300]
