@@ -37,8 +37,9 @@ Pricing (:mod:`.lines`, :mod:`.pricing`) — integer cents and basis points, so 
     ~15–20 µs per call, so it *loses* below ~20 lines (0.65× at 10), then wins: 1.5× at 30, ~4× at 100,
     ~25× at 1,000 lines (kernels only). Pricing SQL tuple rows, conversion included: 0.8× at 30, 1.8× at
     100, 3.8× at 1,000 — converting rows to columns per request is O(n) Python work too. prealloc helps
-    AoS at every size (1.4–1.7×: no per-line dict, so no GC collections) and SoA only for big arrays
-    (4–5× at 100k lines; ~5 % slower at ≤10k lines, where malloc simply hands back the chunk just freed
+    AoS at every size (1.3–1.5×: no per-line dict, so no GC collections — 13 gen-0 runs per 10k-line call
+    before, none after — though the allocation count barely moves: boxed ints dominate it) and SoA only
+    for big arrays (2–5× at 100k lines, run to run; ~5 % slower at ≤10k lines, where malloc simply hands back the chunk just freed
     and ``out=`` only adds call overhead).
     The quote endpoint therefore shows the layout lesson best at ≥100 lines (``/quote?lines=N``).
 
@@ -49,13 +50,17 @@ Encoding (:mod:`.encoding`) — same decoded content whatever the codec:
     select_fields(product, fields="full") -> dict; PRODUCT_FIELDS (32, the dataset's products table),
     TRIMMED_FIELDS (8), FIELD_SETS; make_products(n, seed=0) -> list[dict] (no database needed)
 
+    Measured on 50 products: encode() alone json → orjson 12.7×, → msgpack 3.8×; with the field
+    selection a service does, 3.5× and 2.3×; full → trimmed 3.3–3.8× whatever the codec.
+
 Config cache (:mod:`.cache`):
 
     cache = ConfigCache(load, mode="none" | "local", preload=None)   load(key) -> value | None
     cache.get(key) (loads on a miss); cache.lookup(key) -> (hit, value) (never loads: for an async caller)
     cache.refresh(source=None)   copy-on-write swap of the whole snapshot, readers never lock
     cache.hits, cache.misses, cache.stats() -> CacheStats(hits, misses, refreshes, size).hit_ratio
-    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys)
+    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). Measured: 1,000 lookups against
+    in-memory SQLite, none → local (warm, hit ratio 0.97): ~22× (2.2 ms → 0.1 ms).
 
 Allocations (:mod:`.allocs`):
 

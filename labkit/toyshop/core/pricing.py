@@ -272,7 +272,7 @@ def quote_soa_prealloc(lines: OrderLines) -> Quote:
     """SoA with every ufunc writing ``out=`` into this thread's reusable buffers: no n-sized allocation.
 
     Same steps as :func:`quote_soa_grow`; the gain is avoided allocation, page faults and cache pollution,
-    so it shows for big arrays only (measured 4–5× at 100k lines, whose 800 KB temporaries come from fresh
+    so it shows for big arrays only (measured 2–5× at 100k lines, whose 800 KB temporaries come from fresh
     mmap'd pages). At ≤10k lines it is ~5 % *slower*: malloc hands back the chunk just freed, and the
     ``out=`` calls cost a little more. Preallocate where allocation is a measured cost, not by reflex.
     """
