@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -186,7 +185,8 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
 
     Args:
         quick: smaller working sets, files and sample counts (faster, noisier).
-        progress: print one line per probe to stderr as it finishes.
+        progress: show a progress bar (a widget in Jupyter, a text bar in a terminal) and one line per
+            probe as it finishes.
         include: run only these probes (names of :data:`PROBES`), e.g. ``{"cache", "syscall"}``.
         exclude: skip these probes (e.g. ``{"http"}`` when toyshop is not wanted).
         dir: where the disk and SQLite probes make their temporary files (default: the system temp folder;
@@ -209,7 +209,11 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     load_before = _load()
-    for i, name in enumerate(names, 1):
+    from tqdm.auto import tqdm
+
+    bar = tqdm(names, desc="latency probes", unit="probe", disable=not progress)
+    for name in bar:
+        bar.set_postfix_str(name)
         keys, run = PROBES[name]
         t0 = time.perf_counter()
         try:
@@ -225,11 +229,11 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
         seconds[name] = time.perf_counter() - t0
         if progress:
             summary = ", ".join(f"{r.key} {_fmt(r.median_ns)}" for r in got)
-            print(f"[{i}/{len(names)}] {name:<15} {seconds[name]:5.1f} s  {summary}", file=sys.stderr,
-                  flush=True)
+            bar.write(f"{name:<15} {seconds[name]:5.1f} s  {summary}")
+    bar.close()
     busy = busy_warning(load_before, _load(), os.cpu_count() or 1)
     if busy and progress:
-        print(f"warning: {busy}", file=sys.stderr, flush=True)
+        print(f"warning: {busy}", flush=True)
     return LatencyTable(tuple(rows), curve, quick, time.perf_counter() - start, seconds, fingerprint(),
                         (busy,) if busy else ())
 
