@@ -101,9 +101,10 @@ _UNIT_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def wrk(url: str, *, connections: int, duration_s: float, cpu: int = LOAD_CPU) -> dict[str, float]:
-    """Run wrk (closed loop, 1 thread) pinned to ``cpu``; return req/s and P50/P99 in µs."""
+    """Run wrk (closed loop, 1 thread) pinned to ``cpu`` for whole seconds; return req/s and P50/P99 in µs."""
+    seconds = max(1, round(duration_s))  # wrk takes whole seconds only
     out = subprocess.run(["taskset", "-c", str(cpu), require_wrk(), "-t1", f"-c{connections}",
-                          f"-d{duration_s:g}s", "--latency", url], capture_output=True, text=True, check=True).stdout
+                          f"-d{seconds}s", "--latency", url], capture_output=True, text=True, check=True).stdout
 
     def pct(p: str) -> float:
         m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
