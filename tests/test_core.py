@@ -191,6 +191,21 @@ def test_bad_order_lines_are_rejected_with_the_field_named(rows, message):
             quote(OrderLines.from_rows(rows), layout=layout)
 
 
+anything = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(anything | st.integers(0, 9), min_size=4, max_size=6).map(tuple), max_size=5))
+def test_any_rows_either_price_identically_or_fail_with_bad_input_in_both_layouts(rows):
+    outcomes = []
+    for layout in VARIANTS["layout"]:
+        try:
+            outcomes.append(quote(OrderLines.from_rows(rows), layout=layout))
+        except BadInputError:
+            outcomes.append("bad input")
+    assert outcomes[0] == outcomes[1]
+
+
 def test_bad_columns_tax_rates_and_variants_are_rejected():
     with pytest.raises(BadInputError, match="equal length"):
         OrderLines.from_columns([1], [1, 2], [1], [0], [0])

@@ -28,6 +28,8 @@ _MAX_LINES = 1_000_000
 _LIMITS = {"product_id": 2**62, "qty": 100_000, "unit_price": 10_000_000, "discount_bp": 10_000}
 _MAX_TAX_CLASSES = 64
 _BP = 10_000
+# what a line value may be: Python semantics, so True counts as 1 (np.array cannot tell it from 1 anyway)
+_INTEGRAL = (int, np.integer, np.bool_)
 
 
 class LineColumns(NamedTuple):
@@ -50,7 +52,8 @@ class OrderLines:
     lesson: converting to columns per request costs O(n), the layout pays best where the data *lives* in
     columns. Call :meth:`materialize` before timing kernels, so no conversion lands in a measurement.
 
-    Bad input raises :class:`labkit.errors.BadInputError` naming the field, when the view is built.
+    Bad input raises :class:`labkit.errors.BadInputError` naming the field, when the view is built: values
+    must be integers (``bool`` counts as 0/1, as in Python) within the documented ranges.
     """
 
     __slots__ = ("_source", "_rows", "_columns", "tax_rates_bp", "_rates")
@@ -140,7 +143,7 @@ class OrderLines:
 
 
 def _field_error(name: str, value: Any, high: int) -> BadInputError:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if not isinstance(value, _INTEGRAL):
         return BadInputError(f"order-line field {name!r} must hold integers; got {value!r}")
     hint = "; add a rate to tax_rates_bp or fix the class" if name == "tax_class" else ""
     return BadInputError(f"order-line field {name!r} out of range: values must be 0–{high}, got {value}{hint}")
@@ -191,7 +194,7 @@ def _rows_from_source(source: list[Any], n_classes: int) -> list[dict[str, int]]
             continue
         values = []
         for name, value, high in zip(LINE_FIELDS, (pid, qty, price, disc, k), (p_max, q_max, u_max, d_max, k_max), strict=True):
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= high:
+            if not isinstance(value, _INTEGRAL) or not 0 <= value <= high:
                 raise _field_error(name, value, high)
             values.append(int(value))
         append(dict(zip(LINE_FIELDS, values, strict=True)))
@@ -219,9 +222,9 @@ def _checked_columns(cols: list[np.ndarray], n_classes: int) -> LineColumns:
     for name, col in zip(LINE_FIELDS, cols, strict=True):
         if col.dtype.kind == "O":
             for value in col.tolist():
-                if isinstance(value, bool) or not isinstance(value, int):
+                if not isinstance(value, _INTEGRAL):
                     raise _field_error(name, value, limits[name])
-        elif n and col.dtype.kind not in "iu":
+        elif n and col.dtype.kind not in "iub":
             raise BadInputError(f"order-line field {name!r} must hold integers; got dtype {col.dtype}")
         if n:
             low, high = int(col.min()), int(col.max())
