@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _sp
 
 from labkit.errors import BadInputError
 
@@ -88,6 +87,8 @@ def ratio_of_medians(baseline: Sequence[float] | np.ndarray, candidate: Sequence
     Independent samples (two load tests) are resampled separately and tested with Mann–Whitney U.
     The seed makes the interval reproducible.
     """
+    from scipy import stats as _sp  # imported here: scipy costs ~1 s, and most labkit commands never need it
+
     a = as_samples(baseline, "baseline samples")
     b = as_samples(candidate, "candidate samples")
     if a.size < 2 or b.size < 2:

@@ -132,8 +132,9 @@ class LatencyTable(Saveable):
     def _repr_html_(self) -> str:
         from html import escape
 
-        html = self.to_frame()[["label", "median", "p10_ns", "p90_ns", "n", "note"]].to_html(
-            index=False, float_format=lambda v: f"{v:,.4g}")
+        df = self.to_frame()
+        df["P10"], df["P90"] = df["p10_ns"].map(_fmt), df["p90_ns"].map(_fmt)
+        html = df[["label", "median", "P10", "P90", "n", "note"]].to_html(index=False)
         return html + "".join(f"<p><b>warning:</b> {escape(w)}</p>" for w in self.warnings)
 
 
