@@ -272,8 +272,9 @@ def test_open_loop_budget_counts_every_slot_as_timeout_or_unsent(server):
 def test_select_by_predicate_splits_an_interleaved_run(server):
     paths = [f"/ok?id={i}&v={v}" for i in range(3) for v in ("a", "b")]
     r = run(server.url, concurrency=1, duration_s=5, max_requests=12, paths=paths)
-    a, b = r.select(lambda p: p.endswith("v=a")), r.select(lambda p: p.endswith("v=b"))
+    a, b = r.select(lambda p: p.endswith("v=a"), name="A"), r.select(lambda p: p.endswith("v=b"))
     assert a.responses == b.responses == 6 and all(p.endswith("v=a") for p in a.paths)
+    assert a.label == "A" and r.select(paths[0]).label == paths[0]
     assert set(a.to_frame()["path"]) == {p for p in paths if p.endswith("v=a")}
     with pytest.raises(BadInputError, match="predicate"):
         r.select("/nope")
@@ -329,7 +330,8 @@ def test_save_load_round_trip(server, tmp_path):
 def test_frame_histogram_and_compare(server):
     r = run(server.url + "/ok", concurrency=1, duration_s=5, max_requests=50)
     df = r.to_frame()
-    assert list(df.columns) == ["t_s", "latency_ns", "service_ns", "status", "ok", "path"] and len(df) == 50
+    assert list(df.columns) == ["t_s", "ns", "service_ns", "status", "ok", "path", "name"] and len(df) == 50
+    assert set(df["name"]) == {"closed c=1"}
     assert r.histogram.get_total_count() == 50
     c = labkit.compare(r, r)  # compare() reads samples_ns (and warnings) of any measured result
     assert c.ratio == pytest.approx(1.0)
@@ -371,3 +373,15 @@ def test_sweep_runs_each_rate_and_round_trips(server, tmp_path):
     assert "knee" in sw.summary()
     with pytest.raises(BadInputError):
         sweep(server.url, [])
+
+
+def test_charts_build_from_results(server):
+    import labkit.charts as charts
+
+    r = run(server.url + "/ok", rate=200, duration_s=0.3)
+    assert charts.load_timeline(r, window_s=0.1).to_dict()["mark"]["type"] == "line"
+    assert charts.cdf(r).to_dict()  # the generic builders read to_frame()'s ns/name columns
+    bent = Sweep((_synthetic(100, 100, 2), _synthetic(200, 199, 2.5), _synthetic(300, 200, 50)))
+    assert "knee at 300" in str(charts.knee_chart(bent).to_dict()["title"])
+    with pytest.raises(BadInputError):
+        charts.load_timeline(r, window_s=0)

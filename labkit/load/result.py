@@ -79,6 +79,15 @@ class LoadResult(Saveable):
     connections_opened: int = 0
     fingerprint: dict[str, Any] = field(default_factory=dict)
     created: str = ""
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """``name`` if set, else e.g. ``"open 2,000/s"`` or ``"closed c=8"`` (used in frames, charts, compare)."""
+        if self.name:
+            return self.name
+        s = self.settings
+        return f"open {s.rate:,.0f}/s" if s.mode == "open" else f"closed c={s.concurrency}"
 
     # -- counts and rates ---------------------------------------------------------------------------------------
     @property
@@ -160,11 +169,12 @@ class LoadResult(Saveable):
             h.record_value(v)
         return h
 
-    def select(self, path: str | Callable[[str], bool]) -> LoadResult:
+    def select(self, path: str | Callable[[str], bool], *, name: str | None = None) -> LoadResult:
         """The responses for one path, or for the paths where ``path(p)`` is true, as a LoadResult.
 
-        Use it to split an interleaved A/B run: ``r.select(lambda p: "n1=join" in p)``. Rates and errors
-        stay those of the whole run (failures without a response cannot be split by path).
+        Use it to split an interleaved A/B run: ``r.select(lambda p: "n1=join" in p, name="join")``. Rates
+        and errors stay those of the whole run (failures without a response cannot be split by path). The
+        selection is named ``name``, else the path (for a single path), else the run's label.
         """
         if callable(path):
             keep = [i for i, p in enumerate(self.paths) if path(p)]
@@ -179,22 +189,27 @@ class LoadResult(Saveable):
         remap[keep] = np.arange(len(keep), dtype=np.int32)
         arrays["path_ids"] = remap[arrays["path_ids"]]
         counts = {int(k): int(v) for k, v in zip(*np.unique(arrays["statuses"], return_counts=True), strict=True)}
-        return replace(self, paths=tuple(self.paths[i] for i in keep), status_counts=counts, **arrays)
+        new_name = name if name is not None else (path if isinstance(path, str) else self.label)
+        return replace(self, paths=tuple(self.paths[i] for i in keep), status_counts=counts, name=new_name,
+                       **arrays)
 
     # -- frames and files ---------------------------------------------------------------------------------------
     def to_frame(self) -> Any:
-        """One row per response: t_s (intended send, s after start), latency_ns, service_ns, status, ok, path."""
+        """One row per response: ``t_s`` (intended send, s after the measured start), ``ns`` (the latency,
+        = samples_ns), ``service_ns``, ``status``, ``ok`` (2xx), ``path`` and ``name`` (the label) -- the
+        ``ns``/``name`` columns the generic labkit.charts builders (cdf, distribution…) read."""
         import pandas as pd
 
         paths = np.asarray(self.paths, dtype=object)
         return pd.DataFrame(
             {
                 "t_s": self.start_ns / 1e9,
-                "latency_ns": self.samples_ns,
+                "ns": self.samples_ns,
                 "service_ns": self.service_ns,
                 "status": self.statuses,
                 "ok": (self.statuses >= 200) & (self.statuses < 300),
                 "path": paths[self.path_ids] if self.paths else np.array([], dtype=object),
+                "name": self.label,
             }
         )
 
@@ -206,7 +221,7 @@ class LoadResult(Saveable):
         for name in _ARRAYS:
             body[name] = encode_array(getattr(self, name))
         for name in ("paths", "error_examples", "offered_rate", "achieved_rate", "duration_s",
-                     "warmup_requests", "connections_opened", "fingerprint", "created"):
+                     "warmup_requests", "connections_opened", "fingerprint", "created", "name"):
             body[name] = jsonable(getattr(self, name))
         body["status_counts"] = {str(k): int(v) for k, v in self.status_counts.items()}
         body["errors"] = dict(self.errors)
@@ -234,6 +249,7 @@ class LoadResult(Saveable):
             connections_opened=int(data.get("connections_opened", 0)),
             fingerprint=dict(data.get("fingerprint", {})),
             created=str(data.get("created", "")),
+            name=str(data.get("name", "")),
             **arrays,
         )
 
@@ -255,9 +271,12 @@ class LoadResult(Saveable):
         return self.summary()
 
     def __repr__(self) -> str:
+        from labkit.stats import format_duration
+
         p = self.percentiles((50, 99))
-        return (f"<LoadResult {self.mode} loop {self.settings.url} responses={self.responses} "
-                f"errors={self.error_count} achieved={self.achieved_rate:.1f}/s p50={p[50]:.0f}ns p99={p[99]:.0f}ns>")
+        return (f"<LoadResult {self.label!r} {self.settings.url} responses={self.responses} "
+                f"errors={self.error_count} achieved={self.achieved_rate:,.1f}/s P50={format_duration(p[50])} "
+                f"P99={format_duration(p[99])}>")
 
     def _repr_html_(self) -> str:
         from labkit.load._render import summary_html
