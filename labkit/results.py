@@ -122,11 +122,7 @@ class Saveable:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
         """Rebuild a result from :meth:`to_dict` output, refusing another kind or a newer version."""
-        if data.get("kind") != cls.KIND:
-            raise ResultsError(f"this is a {data.get('kind')!r} result, not a {cls.KIND!r}")
-        if int(data.get("version", 0)) > cls.VERSION:
-            raise ResultsError(f"this {cls.KIND} result has format version {data['version']}, newer than "
-                               f"this labkit understands ({cls.VERSION}): upgrade labkit")
+        cls.check_header(data)
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             if f.name not in data:
@@ -138,6 +134,15 @@ class Saveable:
                 value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
             kwargs[f.name] = value
         return cls(**kwargs)
+
+    @classmethod
+    def check_header(cls, data: dict[str, Any]) -> None:
+        """Refuse a dict of another kind, or of a format version newer than this class understands."""
+        if data.get("kind") != cls.KIND:
+            raise ResultsError(f"this is a {data.get('kind')!r} result, not a {cls.KIND!r}")
+        if int(data.get("version", 0)) > cls.VERSION:
+            raise ResultsError(f"this {cls.KIND} result has format version {data['version']}, newer than "
+                               f"this labkit understands ({cls.VERSION}): upgrade labkit")
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save as JSON (atomically) and return the path."""

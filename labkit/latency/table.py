@@ -107,13 +107,7 @@ class LatencyTable(Saveable):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LatencyTable:
         """Rebuild from :meth:`to_dict` output (refuses other kinds and newer versions)."""
-        from labkit.errors import ResultsError
-
-        if data.get("kind") != cls.KIND:
-            raise ResultsError(f"this is a {data.get('kind')!r} result, not a {cls.KIND!r}")
-        if int(data.get("version", 0)) > cls.VERSION:
-            raise ResultsError(f"this latency table has format version {data['version']}, newer than this "
-                               f"labkit understands ({cls.VERSION}): upgrade labkit")
+        cls.check_header(data)
         return cls(rows=tuple(Samples.from_dict(r) for r in data["rows"]),
                    curve=tuple(Samples.from_dict(c) for c in data.get("curve", ())),
                    quick=bool(data.get("quick", False)), elapsed_s=float(data.get("elapsed_s", 0.0)),
