@@ -265,8 +265,8 @@ def test_open_loop_budget_counts_every_slot_as_timeout_or_unsent(server):
     assert r.responses == 0 and r.requests == 30
     timeouts, unsent = r.errors.get("timeout", 0), r.errors.get("unsent", 0)
     assert timeouts == server.counts["/hang"] and timeouts + unsent == 30
-    # and no request outlived its budget: each was sent with what was left of timeout_s after queueing
-    assert r.duration_s < 0.3 + 0.1 + 0.05
+    # and the run drained within 2 × timeout_s: queued at most timeout_s, then at most timeout_s in flight
+    assert r.duration_s < 0.3 + 2 * 0.1 + 0.05
 
 
 def test_select_by_predicate_splits_an_interleaved_run(server):

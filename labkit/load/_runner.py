@@ -200,9 +200,9 @@ def run(
         max_requests: cap on measured requests.
         paths: a list of paths (sent round-robin, e.g. A/B variants interleaved) or a function
             ``i -> path``; default: the URL's own path. Split the result with ``result.select(path)``.
-        timeout_s: each request's total budget from its intended send time: without a full response by then
-            it counts as a ``timeout`` error; if it waited that long for a free connection it is never sent
-            and counts as ``unsent``. So no latency sample exceeds it, and the end of a run drains within it.
+        timeout_s: a sent request without a full response this long after its send counts as a ``timeout``
+            error; an open-loop request that waited this long for a free connection is never sent and counts
+            as ``unsent``. A latency sample is thus at most 2 × timeout_s; the end of a run drains within that.
         connections: keep-alive connections in an open loop (default ``clamp(ceil(rate/50), 8, 128)``).
         warmup_s: seconds of the same load before measuring; its requests are not counted.
         seed: seeds the Poisson arrivals.

@@ -50,7 +50,7 @@ class LoadResult(Saveable):
         statuses: HTTP status per response; paths / path_ids: the distinct paths and each response's index.
         status_counts: responses per status code.
         errors: failures by kind, never dropped: ``http_<code>`` (non-2xx responses, also in the samples),
-            ``timeout`` (no full response within ``timeout_s`` of the intended send), ``connect``, ``closed``,
+            ``timeout`` (no full response within ``timeout_s`` of the send), ``connect``, ``closed``,
             ``protocol``, ``os``, ``unsent`` (waited ``timeout_s`` for a free connection and was never sent).
             ``error_examples`` holds one message per kind.
         offered_rate: the scheduled rate (req/s) in an open loop, None in a closed loop.
