@@ -15,14 +15,17 @@ generator to CPU 1. Steps, back to back against one process:
    as errors, counted -- ``unsent`` (waited 1 s for a free connection), ``timeout`` (sent, no answer in 1 s)
    or 5xx;
 4. recovery: open loop at 0.25 C for 10 s straight after; P50 per 1-s window; "back" is the first window
-   from which on every window's P50 is within 25 % of the baseline P50.
+   that starts three windows in a row within 25 % of the baseline P50.
 
-RSS of the service (app + catalog) is read from /proc before step 3 and after step 4.
+RSS of the service (app + catalog) is read from /proc before step 3, every 2 s during it (to see whether it
+plateaus), and after step 4.
+
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import urllib.request
 
@@ -72,7 +75,18 @@ def main() -> int:
         print(f"  baseline at {low:,} req/s: P50 {us(base50)}, P99 {us(base.percentiles((99,))[99])}, "
               f"errors {base.error_count}")
         rss0 = svc.rss_bytes()
+        trace: list[int] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(2.0):
+                trace.append(svc.rss_bytes()["app"])
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         over = labkit.load.run(svc.url, rate=high, duration_s=over_s, timeout_s=1, connections=64, **common)
+        stop.set()
+        sampler.join()
         # the overload run returns once its backlog is sent or shed and its in-flight requests are answered or
         # timed out (<= 2 s after its last scheduled request); the recovery run starts right then
         rec = labkit.load.run(svc.url, rate=low, duration_s=10, timeout_s=1, **common)
@@ -89,17 +103,15 @@ def main() -> int:
     print(f"  service alive after: {alive}; /health → {health}")
     print(f"  RSS before overload: {mib(rss0)}; after recovery: {mib(rss1)} "
           f"(app ×{rss1['app'] / rss0['app']:.2f})")
+    print(f"  app RSS every 2 s during the overload: {', '.join(f'{v / 2**20:.0f}' for v in trace)} MiB")
     print(f"\n  recovery at {low:,} req/s, started as the overload run returned (≤ 2 s after its last scheduled "
           f"request), P50 per second vs baseline {us(base50)}:")
     rows = windows(rec)
-    back_at = None
-    for start, p50, _ in reversed(rows):  # the first window from which on every window is back
-        if p50 > 1.25 * base50:
-            break
-        back_at = start
+    ok = [p50 <= 1.25 * base50 for _, p50, _ in rows]
+    back_at = next((rows[i][0] for i in range(len(rows) - 2) if all(ok[i:i + 3])), None)
     for start, p50, n in rows:
         print(f"    {start:>4.0f}-{start + 1:<3.0f}s P50 {us(p50):>9} ({p50 / base50:.2f}× baseline, n={n})"
-              f"{'  ← back from here on' if back_at == start else ''}")
+              f"{'  ← back (3 windows in a row within 25 %)' if back_at == start else ''}")
     if back_at is None:
         print("  P50 did NOT return to within 25 % of baseline in 10 s")
     else:
