@@ -10,7 +10,9 @@ Shape: ``connections`` worker tasks, each owning one keep-alive connection. A wo
 next slot of the shared arrival schedule, waits until its time and sends. No task hands work to another, so
 no dispatch hop is added to the measured latency; when every worker is busy, the due slots queue and the first
 worker to free up takes the oldest one (a pool of N connections: the queue is M/G/N-like, not N separate
-queues). Waiting: a coarse ``sleep`` to ~2 ms before the slot (uvloop timers have 1 ms resolution), then a
+queues). The default pool is ``clamp(ceil(rate / 50), 8, 128)`` connections: enough that at rates a lab
+uses the pool is rarely the queue; raise ``connections=`` for deep-queue experiments (a warning says when
+requests waited for a connection). Waiting: a coarse ``sleep`` to ~2 ms before the slot (uvloop timers have 1 ms resolution), then a
 spin of ``sleep(0)`` yields, so requests leave within tens of microseconds of their slot.
 
 ``timeout_s`` bounds both waits, and nothing is silently dropped: a slot that waited ``timeout_s`` for a free

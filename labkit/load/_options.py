@@ -147,7 +147,7 @@ def make_settings(
     if rate is not None:
         _positive("rate", rate, "it is the offered load in requests per second, e.g. rate=1000")
         if connections is None:
-            # Enough connections that the client's pool rarely becomes the queue (see the module docstring).
+            # Enough connections that the client's pool rarely becomes the queue (see labkit.load._engine).
             connections = min(128, max(8, math.ceil(rate * 0.02)))
         _positive("connections", connections, "the number of keep-alive connections, e.g. 16", integer=True)
         mode = "open"
