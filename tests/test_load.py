@@ -229,6 +229,16 @@ def test_counts_are_exact_with_warmup(server):
     assert server.counts["/ok"] == 150 and r.errors == {}
 
 
+def test_progress_bar_and_pinning(server, capsys):
+    import os
+
+    cpu = min(os.sched_getaffinity(0))
+    r = run(server.url + "/ok", rate=200, duration_s=0.3, progress=True, cpus={cpu})
+    assert r.responses == 60
+    assert "req/s" in capsys.readouterr().err  # tqdm writes to stderr outside notebooks
+    assert os.sched_getaffinity(0) != {cpu} or len(os.sched_getaffinity(0)) == 1  # only the generator was pinned
+
+
 def test_request_cap_ends_the_run(server):
     r = run(server.url + "/ok", rate=1000, duration_s=30, max_requests=30)
     assert r.responses == 30 and server.counts["/ok"] == 30 and r.duration_s < 5
