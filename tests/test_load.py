@@ -153,12 +153,14 @@ def test_open_loop_times_queued_requests_from_their_intended_send(clock):
     assert (r.lag_ns / 1e6).tolist() == [0, 0, 0, 0, 45, 36, 27, 18, 9, 0]
     assert (r.start_ns / 1e6).tolist() == [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
     assert r.responses == 10 and r.errors == {} and r.offered_rate == 100
+    assert r.duration_s == 0.1 and r.achieved_rate == pytest.approx(100.0)  # the planned window
 
 
 def test_closed_loop_reports_time_from_send_and_obeys_the_cap(clock):
     r, log = _replay(clock, {3: 55_000_000}, concurrency=1, duration_s=10, max_requests=6)
     assert (r.samples_ns / 1e6).tolist() == [1, 1, 1, 55, 1, 1]
     assert len(log) == 6 and r.mode == "closed" and r.offered_rate is None
+    assert r.duration_s == pytest.approx(0.060) and r.achieved_rate == pytest.approx(100.0)  # cut short by the cap
 
 
 def test_warmup_requests_are_sent_but_not_counted(clock):

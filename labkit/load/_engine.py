@@ -83,7 +83,7 @@ class RawRun:
     errors: dict[str, int] = field(default_factory=dict)
     error_examples: dict[str, str] = field(default_factory=dict)
     warmup_requests: int = 0
-    elapsed_ns: int = 0  # measured start -> last response or failure
+    elapsed_ns: int = 0  # measured window: to the planned end, or to the last response if later or cut short
     connections_opened: int = 0
 
 
@@ -112,6 +112,7 @@ class Engine:
         self._index = 0  # next request index given to the picker (warm-up included)
         self._measured = 0  # requests claimed inside the measured window
         self._stopped = False
+        self._user_stopped = False
         self._schedule: Iterator[int] | None = None
         # progress counters, read (not written) by the progress bar in another thread
         self.completed = 0
@@ -121,6 +122,7 @@ class Engine:
     # -- public -----------------------------------------------------------------------------------------------
     def stop(self) -> None:
         """End the run early: nothing new is claimed; in-flight requests finish."""
+        self._user_stopped = True
         self._stopped = True
 
     async def run(self) -> RawRun:
@@ -149,7 +151,11 @@ class Engine:
                 task.cancel()
             for c in conns:
                 c.close()
-        self.raw.elapsed_ns = self._last_done - self.measure_ns
+        # A run that went the full duration is measured over it (or longer, if responses came in after the end);
+        # one cut short by the request cap or stop() is measured to its last response.
+        cut_short = self._user_stopped or self._measured >= s.max_requests
+        last = self._last_done if cut_short else max(self._last_done, self.end_ns)
+        self.raw.elapsed_ns = last - self.measure_ns
         self.raw.connections_opened = sum(c.opens for c in conns)
         return self.raw
 
