@@ -106,7 +106,7 @@ def main() -> int:
               f"→ labkit/wrk {l_rps / w_rps:.2f}×")
     with labkit.service.start(cpus={0}) as svc:
         print("\n[2b] highest rate, toyshop /health (Starlette: the service limits both tools)")
-        best_t = ladder(svc.url + "/health", [1000, 2000, 3000, 3500, 4000, 5000], step_s)
+        best_t = ladder(svc.url + "/health", [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000], step_s)
         w_rps, l_rps = closed_max(svc.url + "/health", step_s)
         print(f"  labkit open loop sustains {best_t:,.0f} req/s; closed loop at 32 connections: wrk {w_rps:,.0f}, "
               f"labkit {l_rps:,.0f} req/s → labkit/wrk {l_rps / w_rps:.2f}×")
