@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from labkit.errors import BadInputError, ResultsError
+from labkit.errors import BadInputError
 from labkit.load._options import Settings
 from labkit.results import Saveable
 
@@ -230,11 +230,7 @@ class LoadResult(Saveable):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadResult:
         """Rebuild a LoadResult from :meth:`to_dict` output."""
-        if data.get("kind") != cls.KIND:
-            raise ResultsError(f"this is a {data.get('kind')!r} result, not a {cls.KIND!r} (LoadResult)")
-        if int(data.get("version", 0)) > cls.VERSION:
-            raise ResultsError(f"this load result has format version {data['version']}, newer than this labkit "
-                               f"understands ({cls.VERSION}): upgrade labkit")
+        cls.check_header(data)
         arrays = {name: decode_array(data[name]) for name in _ARRAYS}
         return cls(
             settings=Settings.from_dict(data["settings"]),

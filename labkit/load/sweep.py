@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from labkit.errors import BadInputError, ResultsError
+from labkit.errors import BadInputError
 from labkit.load._runner import run
 from labkit.load.result import LoadResult
 from labkit.results import Saveable
@@ -96,8 +96,7 @@ class Sweep(Saveable):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sweep:
         """Rebuild a Sweep saved by :meth:`to_dict`."""
-        if data.get("kind") != cls.KIND:
-            raise ResultsError(f"this is a {data.get('kind')!r} result, not a {cls.KIND!r} (Sweep)")
+        cls.check_header(data)
         return cls(steps=tuple(LoadResult.from_dict(d) for d in data["steps"]))
 
     def summary(self) -> str:
