@@ -123,8 +123,9 @@ def _samples_of(x: Any) -> np.ndarray | None:
 
 
 def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | None = None, rounds: int = 30,
-            min_effect: float = 0.05, alpha: float = 0.05, warmup: int = 2, min_sample_time: float = 0.001,
-            clock: Clock = time.perf_counter_ns, seed: int = 0) -> Comparison:
+            max_rounds: int | None = None, max_time: float = 3.0, min_effect: float = 0.05, alpha: float = 0.05,
+            warmup: int = 2, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
+            seed: int = 0) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 
     Args:
@@ -132,7 +133,11 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             measured results — anything with a ``samples_ns`` attribute, such as a BenchResult or a
             load-test result, or plain sequences of durations in ns — compared as independent samples.
         names: labels for the two sides (default: function names, or "baseline"/"candidate").
-        rounds: interleaved A/B rounds (callables only); each round takes one sample of each.
+        rounds: interleaved A/B rounds to start with (callables only); each round takes one sample of each.
+        max_rounds: while the verdict is still inconclusive, ``rounds`` more are added, up to this many
+            (default: four times ``rounds``) — a clear difference is decided fast, a subtle one gets more data.
+            Pass ``max_rounds=rounds`` for a fixed count.
+        max_time: stop adding rounds once this many seconds have passed.
         min_effect: the relative difference below which the two count as the same (0.05 = ±5 %).
         alpha: significance level for ``faster``/``slower``.
         warmup, min_sample_time, clock: as in :func:`labkit.bench`.
@@ -157,6 +162,7 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     _check_callable(baseline, "baseline")
     _check_callable(candidate, "candidate")
     rounds = _positive_int(rounds, "rounds", 3)
+    max_rounds = rounds * 4 if max_rounds is None else _positive_int(max_rounds, "max_rounds", rounds)
     warmup = _positive_int(warmup, "warmup", 0)
     if not min_sample_time > 0:
         raise BadInputError(f"min_sample_time must be a positive number of seconds, got {min_sample_time!r}")
@@ -167,10 +173,18 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         loops.append(n)
         warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
     samples: list[list[float]] = [[], []]
-    for r in range(rounds):
-        order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
-        for i in order:
-            samples[i].append(time_loop(fns[i], args, loops[i], clock) / loops[i])
+    started, target = clock(), rounds
+    while True:
+        for r in range(len(samples[0]), target):
+            order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
+            for i in order:
+                samples[i].append(time_loop(fns[i], args, loops[i], clock) / loops[i])
+        if target >= max_rounds or clock() - started > max_time * 1e9:
+            break
+        est = ratio_of_medians(samples[0], samples[1], paired=True, seed=seed)
+        if verdict_for(est.ci, est.p_value, min_effect, alpha) != "inconclusive":
+            break
+        target = min(max_rounds, target + rounds)  # still unclear: more data, within the budget
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
     if na == nb:
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"

@@ -109,3 +109,31 @@ def test_plain_sample_lists_are_accepted():
     b = lognormal(1.5e6, 0.05, 300, 2)
     c = compare(a, b, names=("before", "after"))
     assert c.verdict == "slower" and c.baseline_name == "before" and not c.paired
+
+
+def test_inconclusive_rounds_are_extended_within_the_budget(clock):
+    # GIVEN two functions whose per-call times alternate wildly (a noisy machine), so 6 rounds cannot decide
+    rng = np.random.default_rng(5)
+
+    def noisy(cost):
+        def fn():
+            clock.tick(int(cost * rng.choice([1.0, 1.6])))
+        return fn
+
+    fixed = compare(noisy(1000), noisy(1000), rounds=6, max_rounds=6, min_sample_time=1e-7, clock=clock)
+    grown = compare(noisy(1000), noisy(1000), rounds=6, max_rounds=60, min_sample_time=1e-7, clock=clock)
+    # THEN a fixed count stops at 6 rounds, while the default keeps adding rounds until it can tell
+    assert len(fixed.baseline_ns) == 6
+    assert len(grown.baseline_ns) > 6 and len(grown.baseline_ns) % 6 == 0 and len(grown.baseline_ns) <= 60
+
+
+def test_a_clear_difference_stops_at_the_first_rounds(clock):
+    c = compare(lambda: clock.tick(1000), lambda: clock.tick(2000), rounds=8, min_sample_time=1e-7, clock=clock)
+    assert c.verdict == "slower" and len(c.candidate_ns) == 8
+
+
+def test_time_budget_bounds_the_extension(clock):
+    rng = np.random.default_rng(1)
+    c = compare(lambda: clock.tick(int(1e6 * rng.choice([1.0, 2.0]))), lambda: clock.tick(int(1e6 * rng.choice([1.0, 2.0]))),
+                rounds=5, max_rounds=500, max_time=0.02, min_sample_time=1e-7, clock=clock)
+    assert len(c.baseline_ns) <= 10  # 5 rounds take ~15 ms of fake time: one more batch at most
