@@ -108,6 +108,11 @@ def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y: 
             for i, q in enumerate(qs, 1):
                 rows.append({"name": name, "stat": f"P{q:g}", "us": float(np.percentile(v, q)), "order": i})
     data = pd.DataFrame(rows)
+    extra: dict[str, Any] = {}
+    if log_y:
+        # a log axis has no zero: bars grow from a floor below the smallest value, or Vega draws nothing
+        floor = 10 ** np.floor(np.log10(max(data["us"].min(), 1e-3)))
+        extra["y2"] = alt.datum(floor)
     return alt.Chart(data, title=title).mark_bar().encode(
         alt.X("stat:N", sort=alt.SortField("order"), title=None),
         alt.Y("us:Q", title=UNIT_AXIS + (", log scale" if log_y else ""),
@@ -115,6 +120,7 @@ def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y: 
         alt.Color("stat:N", sort=alt.SortField("order"), legend=None),
         alt.Column("name:N", title=None),
         tooltip=["name:N", "stat:N", alt.Tooltip("us:Q", format=".3f")],
+        **extra,
     ).properties(width=160, height=220)
 
 
