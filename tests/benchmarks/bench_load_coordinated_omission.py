@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from bench_load_common import LOAD_CPU, machine_note, raw_server, us
+from load_common import LOAD_CPU, machine_note, raw_server, us
 
 import labkit.load
 

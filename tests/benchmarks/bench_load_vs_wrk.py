@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 
-from bench_load_common import LOAD_CPU, machine_note, raw_server, require_wrk, us, wrk
+from load_common import LOAD_CPU, machine_note, raw_server, require_wrk, us, wrk
 
 import labkit.load
 

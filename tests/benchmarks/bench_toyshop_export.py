@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from bench_load_common import LOAD_CPU, machine_note, us
+from load_common import LOAD_CPU, machine_note, us
 
 import labkit
 import labkit.load

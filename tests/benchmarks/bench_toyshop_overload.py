@@ -32,7 +32,7 @@ import time
 import urllib.request
 
 import numpy as np
-from bench_load_common import LOAD_CPU, machine_note, us
+from load_common import LOAD_CPU, machine_note, us
 
 import labkit.load
 import labkit.service

@@ -61,7 +61,7 @@ def raw_server(*, stall_ms: float = 0.0, stall_every_s: float = 1.0, cpu: int = 
     """Run the raw ASGI app on uvicorn in a child process pinned to ``cpu``; yield its base URL."""
     port = _free_port()
     env = {**os.environ, "STALL_MS": str(stall_ms), "STALL_EVERY_S": str(stall_every_s)}
-    cmd = [sys.executable, "-m", "uvicorn", "bench_load_common:app", "--app-dir", str(HERE), "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "uvicorn", "load_common:app", "--app-dir", str(HERE), "--host", "127.0.0.1",
            "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--no-access-log",
            "--log-level", "warning", "--timeout-keep-alive", "300"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
