@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
-from labkit.nplusone.taps import Tap, release, tap_for
+from labkit.nplusone.sites import format_site
+from labkit.nplusone.taps import REC, Sink, Tap, release, tap_for
 
 __all__ = ["Watch", "watch"]
 
@@ -21,6 +22,24 @@ def _params_repr(params: Any) -> str:
         return ""
     text = repr(params)
     return text if len(text) <= 200 else text[:199] + "…"
+
+
+_CELL_TIMINGS = frozenset(("call", "vm"))
+
+
+def _queries(buf: list[Any], frozen: list[int], t0: int) -> tuple[Query, ...]:
+    """Turn a sink's flat buffer (``labkit.nplusone.taps.REC`` slots per query) into ``Query`` values."""
+    out = []
+    for i, extra in zip(range(0, REC * len(frozen), REC), frozen, strict=True):
+        (kind, target, timing), statement, params, start, dur, code, lasti = buf[i:i + REC]
+        if kind == "http":
+            statement, params = f"{params} {statement}", None  # params held the method
+        elif timing in _CELL_TIMINGS:
+            params = params[0]
+            dur += extra
+        out.append(Query(kind, target, statement, _params_repr(params), shape_of(kind, statement), start - t0,
+                         dur, format_site(code, lasti), timing))
+    return tuple(out)
 
 
 class Watch:
@@ -54,11 +73,11 @@ class Watch:
     # --- start / stop -------------------------------------------------------------------------------
     def start(self) -> Watch:
         """Begin recording (nestable: each start needs its stop)."""
-        sink: list[list[Any]] = []
+        sink = Sink([], self.clock, self.skip)
         taps: list[Tap] = []
         try:
             for target in self.targets:
-                taps.append(tap_for(target, sink, self.clock, self.skip))
+                taps.append(tap_for(target, sink))
         except BaseException:
             for tap in taps:
                 release(tap, sink)
@@ -67,7 +86,11 @@ class Watch:
         return self
 
     def stop(self) -> Report:
-        """Stop recording and return the report (also stored in ``.report``)."""
+        """Stop recording and return the report (also stored in ``.report``).
+
+        The block's raw buffer becomes ``Query`` values when the report's ``queries`` are first read, so that
+        ending a block costs little; fetch times are frozen here (a later fetch does not count).
+        """
         if not self._running:
             raise BadInputError("Watch.stop() called without a matching start(): call start() first, or "
                                 "use `with watch(...)` which pairs them for you.")
@@ -75,12 +98,12 @@ class Watch:
         t1 = self.clock()
         for tap in reversed(taps):
             release(tap, sink)
-        queries = tuple(
-            Query(e[0], e[1], e[2], _params_repr(e[3]), shape_of(e[0], e[2]), e[4] - t0, e[5], f"{e[6][0]}:{e[6][1]}",
-                  e[7])
-            for e in sink
-        )
-        report = Report(queries=queries, wall_ns=t1 - t0, threshold=self.threshold, label=self.label)
+        buf = sink.buf
+        n = len(buf)  # a thread still inside a hook may append after this: not part of the block
+        # "call"/"vm" queries carry a [params, extra_ns] cell that the cursor or the next statement still updates
+        frozen = [c[1] if m[2] in _CELL_TIMINGS else 0 for m, c in zip(buf[0:n:REC], buf[2:n:REC], strict=True)]
+        report = Report.deferred(functools.partial(_queries, buf, frozen, t0), wall_ns=t1 - t0,
+                                 threshold=self.threshold, label=self.label)
         self.report = report
         self.reports.append(report)
         del self.reports[: -self.keep]

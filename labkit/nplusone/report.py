@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -123,6 +124,27 @@ class Report:
     threshold: int = DEFAULT_THRESHOLD
     label: str = ""
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def deferred(cls, build: Callable[[], tuple[Query, ...]], wall_ns: int, threshold: int = DEFAULT_THRESHOLD,
+                 label: str = "") -> Report:
+        """A report whose ``queries`` are made by ``build()`` when first read (a recorder's raw buffer is
+        turned into ``Query`` values then, not at the end of the watched block)."""
+        report = object.__new__(cls)
+        for name, value in (("_build", build), ("wall_ns", wall_ns), ("threshold", threshold), ("label", label),
+                            ("fingerprint", {})):
+            object.__setattr__(report, name, value)
+        return report
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached while ``queries`` is not built yet (a deferred report)
+        build = self.__dict__.get("_build")
+        if name != "queries" or build is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        queries = build()
+        object.__setattr__(self, "queries", queries)
+        self.__dict__.pop("_build", None)
+        return queries
 
     @functools.cached_property
     def shapes(self) -> tuple[ShapeStats, ...]:

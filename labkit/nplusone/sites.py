@@ -3,17 +3,23 @@
 Skipped: this package, the ``sqlite3`` package, SQLAlchemy, ``contextlib``/``functools`` wrappers, the
 toyshop's transport modules (``toyshop/db.py``, ``toyshop/catalog.py``), extra path prefixes given to
 ``watch(skip=…)``, and functions that set ``__tracebackhide__`` (pytest's marker for helpers). Decisions are
-cached per code object, so a lookup costs a dictionary hit per frame.
+cached per code object (one cache per ``skip`` tuple), so a lookup costs a dictionary hit per frame.
+
+While recording, a site is kept raw as ``(code object, f_lasti)`` — two attribute reads; the line number
+(``frame.f_lineno`` walks the code's line table) is resolved only when a report is read, once per distinct
+site (``format_site``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import sys
-from typing import Any
+from collections.abc import Callable
+from types import CodeType, FrameType
 
-__all__ = ["call_site", "raw_site"]
+__all__ = ["call_site", "raw_site", "skip_cache", "site_of", "format_site"]
 
 _SKIP_FILES: dict[str, bool] = {}
 _SKIP_PREFIXES: list[str] = [
@@ -24,6 +30,8 @@ _SKIP_PREFIXES: list[str] = [
 ]
 # Transport layers of the toyshop: the caller of the client is the interesting line, not the client.
 _SKIP_SUFFIXES = (os.path.join("toyshop", "db.py"), os.path.join("toyshop", "catalog.py"))
+# one code -> skipped? cache per extra-skip tuple (cleared in place: taps hold their bound methods)
+_CACHES: dict[tuple[str, ...], dict[CodeType, bool]] = {}
 
 
 def _skipped(filename: str) -> bool:
@@ -34,42 +42,73 @@ def _skipped(filename: str) -> bool:
 
             _SKIP_PREFIXES.append(os.path.dirname(sqlalchemy.__file__) + os.sep)
             _SKIP_FILES.clear()
-            _SKIP_CODE.clear()
+            for cache in _CACHES.values():
+                cache.clear()
         hit = filename.startswith(tuple(_SKIP_PREFIXES)) or filename.endswith(_SKIP_SUFFIXES)
         hit = hit or filename.startswith("<frozen ")
         _SKIP_FILES[filename] = hit
     return hit
 
 
-_SKIP_CODE: dict[Any, bool] = {}
+Known = Callable[[CodeType], "bool | None"]
+Decide = Callable[[CodeType], bool]
 
 
-def _skip_code(code: Any) -> bool:
-    hit = _skipped(code.co_filename) or "__tracebackhide__" in code.co_varnames
-    _SKIP_CODE[code] = hit
-    return hit
+def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
+    """``(known, decide)`` for *extra_skip*: ``known(code)`` is the cached decision (None when not yet
+    decided), ``decide(code)`` decides and caches it."""
+    cache = _CACHES.setdefault(extra_skip, {})
+
+    def decide(code: CodeType) -> bool:
+        hit = (_skipped(code.co_filename) or "__tracebackhide__" in code.co_varnames
+               or bool(extra_skip and code.co_filename.startswith(extra_skip)))
+        cache[code] = hit
+        return hit
+
+    return cache.get, decide
+
+
+def site_of(frame: FrameType | None, known: Known, decide: Decide) -> tuple[CodeType | None, int]:
+    """``(code, f_lasti)`` of the first frame from *frame* outwards that is not skipped (``(None, 0)``)."""
+    while frame is not None:
+        code = frame.f_code
+        skip = known(code)
+        if skip is None:
+            skip = decide(code)
+        if not skip:
+            return code, frame.f_lasti
+        frame = frame.f_back
+    return None, 0
+
+
+@functools.lru_cache(maxsize=8192)
+def format_site(code: CodeType | None, lasti: int) -> str:
+    """``file:line`` of instruction offset *lasti* in *code* (the line ``frame.f_lineno`` gives there)."""
+    if code is None:
+        return "?:0"
+    line = code.co_firstlineno
+    for start, end, lineno in code.co_lines():
+        if start <= lasti < end:
+            if lineno is not None:
+                line = lineno
+            break
+    return f"{code.co_filename}:{line}"
 
 
 def raw_site(extra_skip: tuple[str, ...] = ()) -> tuple[str, int]:
     """``(file, line)`` of the first frame on the current stack outside the detector, sqlite3, SQLAlchemy and
     the toyshop's transport modules, outside any path starting with *extra_skip*, and outside functions that
-    set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers).
-
-    Kept as a tuple while recording (formatting costs time); ``call_site`` formats it."""
-    frame = sys._getframe(1)
-    known = _SKIP_CODE.get
-    while frame is not None:
-        code = frame.f_code
-        skip = known(code)
-        if skip is None:
-            skip = _skip_code(code)
-        if not skip and not (extra_skip and code.co_filename.startswith(extra_skip)):
-            return (code.co_filename, frame.f_lineno)
-        frame = frame.f_back
-    return ("?", 0)
+    set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers)."""
+    code, lasti = site_of(sys._getframe(1), *skip_cache(tuple(extra_skip)))
+    if code is None:
+        return ("?", 0)
+    file, _, line = format_site(code, lasti).rpartition(":")
+    return (file, int(line))
 
 
 def call_site(extra_skip: tuple[str, ...] = ()) -> str:
     """``file:line`` of the code that called into the detector's targets (see ``raw_site``)."""
     file, line = raw_site(extra_skip)
     return f"{file}:{line}"
+
+

@@ -33,34 +33,62 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.errors import BadInputError
-from labkit.nplusone.sites import call_site, raw_site
+from labkit.nplusone.sites import call_site, raw_site, site_of, skip_cache
 
-__all__ = ["PROGRESS_OPS", "Tap", "tap_for", "release", "call_site", "raw_site"]
+__all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "tap_for", "release", "call_site", "raw_site"]
 
 PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connections (resolution vs overhead)
 
-Entry = list  # [kind, target, statement, params, start_ns, duration_ns, site, timing]
+# A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
+# recording allocates nothing the garbage collector has to track, and the report is built only when read):
+#   meta (kind, target label, timing), statement, params, start_ns, duration_ns, site code, site f_lasti
+# For ``"call"`` timing the params slot holds ``[params, fetch_ns]``: the cursor adds its fetch time there
+# (one cell shared by every sink that recorded the statement). For ``"observer"`` it holds the HTTP method.
+REC = 7
 Clock = Callable[[], int]
+_getframe = sys._getframe
+
+
+class Sink:
+    """One recorder's buffer on a tap, with its clock and call-site skip rules."""
+
+    __slots__ = ("buf", "clock", "skip", "known", "decide")
+
+    def __init__(self, buf: list[Any], clock: Clock, skip: tuple[str, ...]) -> None:
+        self.buf = buf
+        self.clock = clock
+        self.skip = skip
+        self.known, self.decide = skip_cache(skip)
+
 
 class Tap:
-    """Base: fans every observed query out to the active sinks. Subclasses install/uninstall hooks."""
+    """Base: records every observed query into the active sinks. Subclasses install/uninstall hooks.
 
+    A tap reads the clock of its first sink (the outermost watch); nested watches with another clock see
+    that one's readings.
+    """
+
+    kind = "sql"
     timing = ""
 
     def __init__(self, target: Any, label: str) -> None:
         self.target = target
         self.label = label
-        self.sinks: list[tuple[list[Entry], Clock, tuple[str, ...]]] = []
+        self.meta = (self.kind, label, self.timing)
+        self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
 
-    def emit(self, kind: str, statement: str, params: Any, start_ns: int | None, duration_ns: int,
-             timing: str | None = None) -> Entry | None:
-        """Append one entry to every sink (start defaults to each sink's clock now − duration)."""
-        entry: Entry | None = None
-        for entries, clock, skip in self.sinks:
-            s = clock() - duration_ns if start_ns is None else start_ns
-            entry = [kind, self.label, statement, params, s, duration_ns, raw_site(skip), timing or self.timing]
-            entries.append(entry)
-        return entry
+    @property
+    def clock(self) -> Clock:
+        return self.sinks[0].clock
+
+    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int, frame: Any) -> None:
+        """Append one query to every sink, its call site found from *frame* outwards."""
+        meta = self.meta
+        site = None
+        for sink in self.sinks:
+            if site is None or sink.skip:
+                site = site_of(frame, sink.known, sink.decide)
+            sink.buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -69,27 +97,33 @@ class Tap:
         raise NotImplementedError
 
 
+_new = object.__new__
+
+
 class _CursorProxy:
-    """Wraps a cursor: times execute* and every later fetch/iteration step, adding both to one entry.
+    """Wraps a cursor: times execute* and every later fetch/iteration step, adding both to one query.
 
     A proxy rather than a cursor subclass so that the connection's own ``execute`` (and whatever cursor
     class it chooses, such as the toyshop's usage-accounting one) keeps working underneath.
     """
 
-    __slots__ = ("_cur", "_tap", "_entries")
+    __slots__ = ("_cur", "_tap", "_clock", "_cell")
 
-    def __init__(self, cur: Any, tap: _WrappedSqliteTap, entries: list[Entry]) -> None:
+    def __init__(self, cur: Any, tap: _WrappedSqliteTap, cell: list[Any] | None) -> None:
         self._cur = cur
         self._tap = tap
-        self._entries = entries
+        self._clock = tap.clock
+        self._cell = cell
 
     def _exec(self, fn: Any, sql: str, args: tuple[Any, ...]) -> _CursorProxy:
-        clock = self._tap.clock
+        clock = self._clock
         t0 = clock()
         try:
             fn(sql, *args)
         finally:
-            self._entries = self._tap.emit_all(sql, args[0] if args else None, t0, clock() - t0)
+            dur = clock() - t0
+            self._cell = cell = [args[0] if args else None, 0]
+            self._tap.record(sql, cell, t0, dur, _getframe(1))
         return self
 
     def execute(self, sql: str, *args: Any) -> _CursorProxy:
@@ -101,30 +135,45 @@ class _CursorProxy:
     def executescript(self, script: str) -> _CursorProxy:
         return self._exec(self._cur.executescript, script, ())
 
-    def _fetch(self, fn: Any, *args: Any) -> Any:
-        clock = self._tap.clock
+    # fetches are inlined (no shared helper): they run once or more per query
+    def fetchone(self) -> Any:
+        clock = self._clock
         t0 = clock()
         try:
-            return fn(*args)
+            return self._cur.fetchone()
         finally:
-            dur = clock() - t0
-            for entry in self._entries:
-                entry[5] += dur
-
-    def fetchone(self) -> Any:
-        return self._fetch(self._cur.fetchone)
-
-    def fetchmany(self, *args: Any) -> list[Any]:
-        return self._fetch(self._cur.fetchmany, *args)
+            if self._cell is not None:
+                self._cell[1] += clock() - t0
 
     def fetchall(self) -> list[Any]:
-        return self._fetch(self._cur.fetchall)
+        clock = self._clock
+        t0 = clock()
+        try:
+            return self._cur.fetchall()
+        finally:
+            if self._cell is not None:
+                self._cell[1] += clock() - t0
+
+    def fetchmany(self, *args: Any) -> list[Any]:
+        clock = self._clock
+        t0 = clock()
+        try:
+            return self._cur.fetchmany(*args)
+        finally:
+            if self._cell is not None:
+                self._cell[1] += clock() - t0
 
     def __iter__(self) -> _CursorProxy:
         return self
 
     def __next__(self) -> Any:
-        return self._fetch(self._cur.__next__)
+        clock = self._clock
+        t0 = clock()
+        try:
+            return self._cur.__next__()
+        finally:
+            if self._cell is not None:
+                self._cell[1] += clock() - t0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cur, name)
@@ -144,29 +193,54 @@ class _WrappedSqliteTap(Tap):
 
     def install(self) -> None:
         conn = self.target
-        self.clock: Clock = self.sinks[0][1]
+        clock = self.clock
         orig = {n: getattr(conn, n) for n in self._NAMES}  # bound: class methods or earlier wrappers
-        tap = self
-        # The connection's own execute may call self.cursor() (the toyshop's does): that cursor must not be
-        # proxied again, or each statement would be recorded twice.
+        tap, sinks, meta = self, self.sinks, self.meta
+        # The connection's own execute may call self.cursor() (the toyshop's does; so does sqlite3's C execute,
+        # through the instance attribute): that cursor must not be proxied again, or each statement would be
+        # recorded twice.
         inside = threading.local()
+        orig_cursor = orig["cursor"]
 
         def cursor(*args: Any, **kwargs: Any) -> Any:
-            cur = orig["cursor"](*args, **kwargs)
-            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap, [])
+            cur = orig_cursor(*args, **kwargs)
+            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap, None)
 
         def wrap(name: str) -> Callable[..., Any]:
             fn = orig[name]
 
             def run(sql: str, *args: Any) -> Any:
-                t0 = tap.clock()
+                # the hot path (once per query): locals only, one clock read before and one after
+                t0 = clock()
                 inside.active = True
                 try:
                     cur = fn(sql, *args)
                 finally:
                     inside.active = False
-                    entries = tap.emit_all(sql, args[0] if args else None, t0, tap.clock() - t0)
-                return _CursorProxy(cur, tap, entries)
+                    dur = clock() - t0
+                    cell = [args[0] if args else None, 0]
+                    if len(sinks) == 1:
+                        sink = sinks[0]
+                        frame = _getframe(1)
+                        while frame is not None:  # site_of, inlined
+                            code = frame.f_code
+                            skip = sink.known(code)
+                            if skip is None:
+                                skip = sink.decide(code)
+                            if not skip:
+                                sink.buf += (meta, sql, cell, t0, dur, code, frame.f_lasti)
+                                break
+                            frame = frame.f_back
+                        else:
+                            sink.buf += (meta, sql, cell, t0, dur, None, 0)
+                    else:
+                        tap.record(sql, cell, t0, dur, _getframe(1))
+                proxy = _new(_CursorProxy)
+                proxy._cur = cur
+                proxy._tap = tap
+                proxy._clock = clock
+                proxy._cell = cell
+                return proxy
 
             return run
 
@@ -174,20 +248,6 @@ class _WrappedSqliteTap(Tap):
         conn.cursor = cursor
         for name in self._NAMES[1:]:
             setattr(conn, name, wrap(name))
-
-    def emit_all(self, sql: str, params: Any, t0: int, dur: int) -> list[Entry]:
-        """Record one statement in every sink; return the entries so fetch time can be added later."""
-        if len(self.sinks) == 1:  # the common case, kept short: this runs once per query
-            entries, _clock, skip = self.sinks[0]
-            entry = ["sql", self.label, sql, params, t0, dur, raw_site(skip), self.timing]
-            entries.append(entry)
-            return [entry]
-        out = []
-        for entries, _clock, skip in self.sinks:
-            entry = ["sql", self.label, sql, params, t0, dur, raw_site(skip), self.timing]
-            entries.append(entry)
-            out.append(entry)
-        return out
 
     def uninstall(self) -> None:
         for name in self._NAMES:
@@ -201,19 +261,17 @@ class _TraceSqliteTap(Tap):
     timing = "vm"
 
     def install(self) -> None:
-        clock = self.sinks[0][1]
-        self._open: list[Entry] = []
+        clock = self.clock
+        self._open: list[Any] | None = None  # [None, duration] cell of the statement still running, its start
+        self._start = 0
         self._last = 0
 
         def on_trace(statement: str) -> None:
             now = clock()
             self._close()
-            self._last = now
-            self._open = []
-            for entries, _c, skip in self.sinks:
-                entry = ["sql", self.label, statement, None, now, 0, raw_site(skip), self.timing]
-                entries.append(entry)
-                self._open.append(entry)
+            self._last = self._start = now
+            self._open = cell = [None, 0]
+            self.record(statement, cell, now, 0, _getframe(1))
 
         def on_tick() -> int:
             self._last = clock()
@@ -223,9 +281,9 @@ class _TraceSqliteTap(Tap):
         self.target.set_progress_handler(on_tick, PROGRESS_OPS)
 
     def _close(self) -> None:
-        for entry in self._open:
-            entry[5] = max(0, self._last - entry[4])
-        self._open = []
+        if self._open is not None:
+            self._open[1] = max(0, self._last - self._start)
+            self._open = None
 
     def flush(self) -> None:
         """Close the statement still open (called when a recorder stops)."""
@@ -245,7 +303,7 @@ class _EngineTap(Tap):
     def install(self) -> None:
         from sqlalchemy import event
 
-        clock = self.sinks[0][1]
+        clock = self.clock
 
         def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
             conn.info.setdefault("_labkit_t0", []).append(clock())
@@ -254,7 +312,7 @@ class _EngineTap(Tap):
             stack = conn.info.get("_labkit_t0")
             if stack:
                 t0 = stack.pop()
-                self.emit("sql", statement, parameters, t0, clock() - t0)
+                self.record(statement, parameters, t0, clock() - t0, _getframe(1))
 
         def on_error(ctx: Any) -> None:
             conn = getattr(ctx, "connection", None)
@@ -275,16 +333,30 @@ class _EngineTap(Tap):
 class _ObserverTap(Tap):
     """A client with an ``observers`` list of ``observer(method, url, duration_ns)`` (timing ``"observer"``)."""
 
+    kind = "http"
     timing = "observer"
 
     def install(self) -> None:
-        sinks, label = self.sinks, self.label
+        tap, sinks, meta, clock = self, self.sinks, self.meta, self.clock
 
         def observer(method: str, url: str, duration_ns: int) -> None:
-            # runs once per HTTP call: kept flat (no emit() indirection), the site found from here
-            for entries, clock, skip in sinks:
-                entries.append(["http", label, f"{method} {url}", None, clock() - duration_ns, duration_ns,
-                                raw_site(skip), "observer"])
+            # runs once per HTTP call: one clock read; the statement ("GET url") is built when the report is read
+            start = clock() - duration_ns
+            if len(sinks) == 1:
+                sink = sinks[0]
+                frame = _getframe(1)
+                while frame is not None:  # site_of, inlined
+                    code = frame.f_code
+                    skip = sink.known(code)
+                    if skip is None:
+                        skip = sink.decide(code)
+                    if not skip:
+                        sink.buf += (meta, url, method, start, duration_ns, code, frame.f_lasti)
+                        return
+                    frame = frame.f_back
+                sink.buf += (meta, url, method, start, duration_ns, None, 0)
+            else:
+                tap.record(url, method, start, duration_ns, _getframe(1))
 
         self._observer = observer
         self.target.observers.append(observer)
@@ -320,27 +392,31 @@ def _make_tap(target: Any) -> Tap:
     )
 
 
-def tap_for(target: Any, sink: list[Entry], clock: Clock, skip: tuple[str, ...]) -> Tap:
+def tap_for(target: Any, sink: Sink) -> Tap:
     """Attach *sink* to *target*'s tap, creating and installing the tap on first use."""
     with _LOCK:
         key = id(getattr(target, "sync_engine", target))
         tap = _TAPS.get(key)
         if tap is None:
             tap = _make_tap(target)
-            tap.sinks.append((sink, clock, skip))
+            tap.sinks.append(sink)
             tap.install()
             _TAPS[key] = tap
         else:
-            tap.sinks.append((sink, clock, skip))
+            tap.sinks.append(sink)
         return tap
 
 
-def release(tap: Tap, sink: list[Entry]) -> None:
+def release(tap: Tap, sink: Sink) -> None:
     """Detach *sink*; uninstall the tap when no sink is left."""
     with _LOCK:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
-        tap.sinks[:] = [s for s in tap.sinks if s[0] is not sink]
+        first = tap.sinks[0] if tap.sinks else None
+        tap.sinks[:] = [s for s in tap.sinks if s is not sink]
         if not tap.sinks:
             tap.uninstall()
             _TAPS.pop(id(tap.target), None)
+        elif first is sink and tap.sinks[0].clock is not sink.clock:
+            tap.uninstall()  # hooks hold the clock they were installed with: re-install with the new first's
+            tap.install()
