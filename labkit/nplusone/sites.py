@@ -3,7 +3,8 @@
 Skipped: this package, the ``sqlite3`` package, SQLAlchemy, ``contextlib``/``functools`` wrappers, the
 toyshop's transport modules (``toyshop/db.py``, ``toyshop/catalog.py``), extra path prefixes given to
 ``watch(skip=…)``, and functions that set ``__tracebackhide__`` (pytest's marker for helpers). Decisions are
-cached per code object (one cache per ``skip`` tuple), so a lookup costs a dictionary hit per frame.
+cached per code object (one cache per ``skip`` tuple), keyed by ``id(code)`` (a code object's own hash is
+recomputed from its contents on every lookup, ~0.2 µs), so a lookup costs an integer dictionary hit per frame.
 
 While recording, a site is kept raw as ``(code object, f_lasti)`` — two attribute reads; the line number
 (``frame.f_lineno`` walks the code's line table) is resolved only when a report is read, once per distinct
@@ -12,7 +13,6 @@ site (``format_site``).
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import sys
@@ -30,8 +30,10 @@ _SKIP_PREFIXES: list[str] = [
 ]
 # Transport layers of the toyshop: the caller of the client is the interesting line, not the client.
 _SKIP_SUFFIXES = (os.path.join("toyshop", "db.py"), os.path.join("toyshop", "catalog.py"))
-# one code -> skipped? cache per extra-skip tuple (cleared in place: taps hold their bound methods)
-_CACHES: dict[tuple[str, ...], dict[CodeType, bool]] = {}
+# id(code) -> skipped? One cache per extra-skip tuple (cleared in place: taps hold their bound methods). Code
+# objects seen are kept alive in _KEEP, so their ids are never reused while cached.
+_CACHES: dict[tuple[str, ...], dict[int, bool]] = {}
+_KEEP: dict[int, CodeType] = {}
 
 
 def _skipped(filename: str) -> bool:
@@ -50,19 +52,20 @@ def _skipped(filename: str) -> bool:
     return hit
 
 
-Known = Callable[[CodeType], "bool | None"]
+Known = Callable[[int], "bool | None"]
 Decide = Callable[[CodeType], bool]
 
 
 def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
-    """``(known, decide)`` for *extra_skip*: ``known(code)`` is the cached decision (None when not yet
+    """``(known, decide)`` for *extra_skip*: ``known(id(code))`` is the cached decision (None when not yet
     decided), ``decide(code)`` decides and caches it."""
     cache = _CACHES.setdefault(extra_skip, {})
 
     def decide(code: CodeType) -> bool:
         hit = (_skipped(code.co_filename) or "__tracebackhide__" in code.co_varnames
                or bool(extra_skip and code.co_filename.startswith(extra_skip)))
-        cache[code] = hit
+        _KEEP[id(code)] = code
+        cache[id(code)] = hit
         return hit
 
     return cache.get, decide
@@ -72,7 +75,7 @@ def site_of(frame: FrameType | None, known: Known, decide: Decide) -> tuple[Code
     """``(code, f_lasti)`` of the first frame from *frame* outwards that is not skipped (``(None, 0)``)."""
     while frame is not None:
         code = frame.f_code
-        skip = known(code)
+        skip = known(id(code))
         if skip is None:
             skip = decide(code)
         if not skip:
@@ -81,18 +84,28 @@ def site_of(frame: FrameType | None, known: Known, decide: Decide) -> tuple[Code
     return None, 0
 
 
-@functools.lru_cache(maxsize=8192)
+_SITES: dict[tuple[int, int], str] = {}
+
+
 def format_site(code: CodeType | None, lasti: int) -> str:
     """``file:line`` of instruction offset *lasti* in *code* (the line ``frame.f_lineno`` gives there)."""
     if code is None:
         return "?:0"
-    line = code.co_firstlineno
-    for start, end, lineno in code.co_lines():
-        if start <= lasti < end:
-            if lineno is not None:
-                line = lineno
-            break
-    return f"{code.co_filename}:{line}"
+    key = (id(code), lasti)
+    site = _SITES.get(key)
+    if site is None:
+        line = code.co_firstlineno
+        for start, end, lineno in code.co_lines():
+            if start <= lasti < end:
+                if lineno is not None:
+                    line = lineno
+                break
+        site = f"{code.co_filename}:{line}"
+        if len(_SITES) > 50_000:
+            _SITES.clear()
+        _KEEP[id(code)] = code
+        _SITES[key] = site
+    return site
 
 
 def raw_site(extra_skip: tuple[str, ...] = ()) -> tuple[str, int]:

@@ -224,7 +224,7 @@ class _WrappedSqliteTap(Tap):
                         frame = _getframe(1)
                         while frame is not None:  # site_of, inlined
                             code = frame.f_code
-                            skip = sink.known(code)
+                            skip = sink.known(id(code))
                             if skip is None:
                                 skip = sink.decide(code)
                             if not skip:
@@ -347,7 +347,7 @@ class _ObserverTap(Tap):
                 frame = _getframe(1)
                 while frame is not None:  # site_of, inlined
                     code = frame.f_code
-                    skip = sink.known(code)
+                    skip = sink.known(id(code))
                     if skip is None:
                         skip = sink.decide(code)
                     if not skip:
