@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
-from labkit.nplusone.sites import format_site
+from labkit.nplusone.sites import format_site, skip_cache
 from labkit.nplusone.taps import REC, Sink, Tap, release, tap_for
 
 __all__ = ["Watch", "watch"]
@@ -24,19 +24,13 @@ def _params_repr(params: Any) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-_CELL_TIMINGS = frozenset(("call", "vm"))
-
-
-def _queries(buf: list[Any], frozen: list[int], t0: int) -> tuple[Query, ...]:
+def _queries(buf: list[Any], durations: list[int], t0: int) -> tuple[Query, ...]:
     """Turn a sink's flat buffer (``labkit.nplusone.taps.REC`` slots per query) into ``Query`` values."""
     out = []
-    for i, extra in zip(range(0, REC * len(frozen), REC), frozen, strict=True):
-        (kind, target, timing), statement, params, start, dur, code, lasti = buf[i:i + REC]
+    for i, dur in zip(range(0, REC * len(durations), REC), durations, strict=True):
+        (kind, target, timing), statement, params, start, _cell, code, lasti = buf[i:i + REC]
         if kind == "http":
             statement, params = f"{params} {statement}", None  # params held the method
-        elif timing in _CELL_TIMINGS:
-            params = params[0]
-            dur += extra
         out.append(Query(kind, target, statement, _params_repr(params), shape_of(kind, statement), start - t0,
                          dur, format_site(code, lasti), timing))
     return tuple(out)
@@ -68,12 +62,13 @@ class Watch:
         self.keep = keep
         self.report: Report | None = None
         self.reports: list[Report] = []
-        self._running: list[tuple[list[list[Any]], list[Tap], int]] = []
+        self._rules = skip_cache(self.skip)
+        self._running: list[tuple[Sink, list[Tap], int]] = []
 
     # --- start / stop -------------------------------------------------------------------------------
     def start(self) -> Watch:
         """Begin recording (nestable: each start needs its stop)."""
-        sink = Sink([], self.clock, self.skip)
+        sink = Sink([], self.clock, self.skip, self._rules)
         taps: list[Tap] = []
         try:
             for target in self.targets:
@@ -100,9 +95,9 @@ class Watch:
             release(tap, sink)
         buf = sink.buf
         n = len(buf)  # a thread still inside a hook may append after this: not part of the block
-        # "call"/"vm" queries carry a [params, extra_ns] cell that the cursor or the next statement still updates
-        frozen = [c[1] if m[2] in _CELL_TIMINGS else 0 for m, c in zip(buf[0:n:REC], buf[2:n:REC], strict=True)]
-        report = Report.deferred(functools.partial(_queries, buf, frozen, t0), wall_ns=t1 - t0,
+        # "call"/"vm" durations are {0: ns} cells that a cursor's fetches (or the next statement) still add to
+        durations = [d if d.__class__ is int else d[0] for d in buf[4:n:REC]]
+        report = Report.deferred(functools.partial(_queries, buf, durations, t0), wall_ns=t1 - t0,
                                  threshold=self.threshold, label=self.label)
         self.report = report
         self.reports.append(report)

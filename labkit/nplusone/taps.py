@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.errors import BadInputError
-from labkit.nplusone.sites import call_site, raw_site, site_of, skip_cache
+from labkit.nplusone.sites import Decide, Known, call_site, raw_site, site_of, skip_cache
 
 __all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "tap_for", "release", "call_site", "raw_site"]
 
@@ -42,8 +42,10 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 # A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
 # recording allocates nothing the garbage collector has to track, and the report is built only when read):
 #   meta (kind, target label, timing), statement, params, start_ns, duration_ns, site code, site f_lasti
-# For ``"call"`` timing the params slot holds ``[params, fetch_ns]``: the cursor adds its fetch time there
-# (one cell shared by every sink that recorded the statement). For ``"observer"`` it holds the HTTP method.
+# For ``"call"`` and ``"vm"`` timing the duration slot holds a cell ``{0: duration_ns}`` that the cursor's
+# fetches (or, for "vm", the next statement) still add to, shared by every sink that recorded the statement;
+# a dict of ints, so the garbage collector does not track it. For ``"observer"`` the params slot holds the
+# HTTP method and the statement slot the URL.
 REC = 7
 Clock = Callable[[], int]
 _getframe = sys._getframe
@@ -54,11 +56,12 @@ class Sink:
 
     __slots__ = ("buf", "clock", "skip", "known", "decide")
 
-    def __init__(self, buf: list[Any], clock: Clock, skip: tuple[str, ...]) -> None:
+    def __init__(self, buf: list[Any], clock: Clock, skip: tuple[str, ...],
+                 rules: tuple[Known, Decide] | None = None) -> None:
         self.buf = buf
         self.clock = clock
         self.skip = skip
-        self.known, self.decide = skip_cache(skip)
+        self.known, self.decide = rules or skip_cache(skip)
 
 
 class Tap:
@@ -81,7 +84,8 @@ class Tap:
     def clock(self) -> Clock:
         return self.sinks[0].clock
 
-    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int, frame: Any) -> None:
+    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int | dict[int, int],
+               frame: Any) -> None:
         """Append one query to every sink, its call site found from *frame* outwards."""
         meta = self.meta
         site = None
@@ -109,7 +113,7 @@ class _CursorProxy:
 
     __slots__ = ("_cur", "_tap", "_clock", "_cell")
 
-    def __init__(self, cur: Any, tap: _WrappedSqliteTap, cell: list[Any] | None) -> None:
+    def __init__(self, cur: Any, tap: _WrappedSqliteTap, cell: dict[int, int] | None) -> None:
         self._cur = cur
         self._tap = tap
         self._clock = tap.clock
@@ -121,9 +125,8 @@ class _CursorProxy:
         try:
             fn(sql, *args)
         finally:
-            dur = clock() - t0
-            self._cell = cell = [args[0] if args else None, 0]
-            self._tap.record(sql, cell, t0, dur, _getframe(1))
+            self._cell = cell = {0: clock() - t0}
+            self._tap.record(sql, args[0] if args else None, t0, cell, _getframe(1))
         return self
 
     def execute(self, sql: str, *args: Any) -> _CursorProxy:
@@ -143,7 +146,7 @@ class _CursorProxy:
             return self._cur.fetchone()
         finally:
             if self._cell is not None:
-                self._cell[1] += clock() - t0
+                self._cell[0] += clock() - t0
 
     def fetchall(self) -> list[Any]:
         clock = self._clock
@@ -152,7 +155,7 @@ class _CursorProxy:
             return self._cur.fetchall()
         finally:
             if self._cell is not None:
-                self._cell[1] += clock() - t0
+                self._cell[0] += clock() - t0
 
     def fetchmany(self, *args: Any) -> list[Any]:
         clock = self._clock
@@ -161,7 +164,7 @@ class _CursorProxy:
             return self._cur.fetchmany(*args)
         finally:
             if self._cell is not None:
-                self._cell[1] += clock() - t0
+                self._cell[0] += clock() - t0
 
     def __iter__(self) -> _CursorProxy:
         return self
@@ -173,7 +176,7 @@ class _CursorProxy:
             return self._cur.__next__()
         finally:
             if self._cell is not None:
-                self._cell[1] += clock() - t0
+                self._cell[0] += clock() - t0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cur, name)
@@ -217,24 +220,25 @@ class _WrappedSqliteTap(Tap):
                     cur = fn(sql, *args)
                 finally:
                     inside.active = False
-                    dur = clock() - t0
-                    cell = [args[0] if args else None, 0]
+                    cell = {0: clock() - t0}
+                    params = args[0] if args else None
                     if len(sinks) == 1:
                         sink = sinks[0]
+                        known = sink.known
                         frame = _getframe(1)
                         while frame is not None:  # site_of, inlined
                             code = frame.f_code
-                            skip = sink.known(id(code))
+                            skip = known(id(code))
                             if skip is None:
                                 skip = sink.decide(code)
                             if not skip:
-                                sink.buf += (meta, sql, cell, t0, dur, code, frame.f_lasti)
+                                sink.buf += (meta, sql, params, t0, cell, code, frame.f_lasti)
                                 break
                             frame = frame.f_back
                         else:
-                            sink.buf += (meta, sql, cell, t0, dur, None, 0)
+                            sink.buf += (meta, sql, params, t0, cell, None, 0)
                     else:
-                        tap.record(sql, cell, t0, dur, _getframe(1))
+                        tap.record(sql, params, t0, cell, _getframe(1))
                 proxy = _new(_CursorProxy)
                 proxy._cur = cur
                 proxy._tap = tap
@@ -262,7 +266,7 @@ class _TraceSqliteTap(Tap):
 
     def install(self) -> None:
         clock = self.clock
-        self._open: list[Any] | None = None  # [None, duration] cell of the statement still running, its start
+        self._open: dict[int, int] | None = None  # duration cell of the statement still running
         self._start = 0
         self._last = 0
 
@@ -270,8 +274,8 @@ class _TraceSqliteTap(Tap):
             now = clock()
             self._close()
             self._last = self._start = now
-            self._open = cell = [None, 0]
-            self.record(statement, cell, now, 0, _getframe(1))
+            self._open = cell = {0: 0}
+            self.record(statement, None, now, cell, _getframe(1))
 
         def on_tick() -> int:
             self._last = clock()
@@ -282,7 +286,7 @@ class _TraceSqliteTap(Tap):
 
     def _close(self) -> None:
         if self._open is not None:
-            self._open[1] = max(0, self._last - self._start)
+            self._open[0] = max(0, self._last - self._start)
             self._open = None
 
     def flush(self) -> None:
@@ -344,10 +348,11 @@ class _ObserverTap(Tap):
             start = clock() - duration_ns
             if len(sinks) == 1:
                 sink = sinks[0]
+                known = sink.known
                 frame = _getframe(1)
                 while frame is not None:  # site_of, inlined
                     code = frame.f_code
-                    skip = sink.known(id(code))
+                    skip = known(id(code))
                     if skip is None:
                         skip = sink.decide(code)
                     if not skip:
