@@ -131,9 +131,7 @@ class Report:
         """A report whose ``queries`` are made by ``build()`` when first read (a recorder's raw buffer is
         turned into ``Query`` values then, not at the end of the watched block)."""
         report = object.__new__(cls)
-        for name, value in (("_build", build), ("wall_ns", wall_ns), ("threshold", threshold), ("label", label),
-                            ("fingerprint", {})):
-            object.__setattr__(report, name, value)
+        report.__dict__.update(_build=build, wall_ns=wall_ns, threshold=threshold, label=label, fingerprint={})
         return report
 
     def __getattr__(self, name: str) -> Any:

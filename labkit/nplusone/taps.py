@@ -382,14 +382,14 @@ def _make_tap(target: Any) -> Tap:
         if hasattr(target, "__dict__"):
             return _WrappedSqliteTap(target, "sqlite")
         return _TraceSqliteTap(target, "sqlite")
+    if isinstance(getattr(target, "observers", None), list):
+        return _ObserverTap(target, f"http:{type(target).__name__}")
     if "sqlalchemy" in sys.modules:
         from sqlalchemy.engine import Engine
 
         engine = getattr(target, "sync_engine", target)  # AsyncEngine wraps a sync one
         if isinstance(engine, Engine):
             return _EngineTap(engine, f"sqlalchemy:{engine.url.get_backend_name()}")
-    if isinstance(getattr(target, "observers", None), list):
-        return _ObserverTap(target, f"http:{type(target).__name__}")
     raise BadInputError(
         f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
         "it knows sqlite3.Connection, SQLAlchemy Engine, and HTTP clients with an `observers` list "
@@ -400,8 +400,10 @@ def _make_tap(target: Any) -> Tap:
 def tap_for(target: Any, sink: Sink) -> Tap:
     """Attach *sink* to *target*'s tap, creating and installing the tap on first use."""
     with _LOCK:
-        key = id(getattr(target, "sync_engine", target))
-        tap = _TAPS.get(key)
+        tap = _TAPS.get(id(target))
+        if tap is None:
+            key = id(getattr(target, "sync_engine", target))  # an AsyncEngine shares its sync engine's tap
+            tap = _TAPS.get(key)
         if tap is None:
             tap = _make_tap(target)
             tap.sinks.append(sink)
@@ -418,7 +420,10 @@ def release(tap: Tap, sink: Sink) -> None:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
         first = tap.sinks[0] if tap.sinks else None
-        tap.sinks[:] = [s for s in tap.sinks if s is not sink]
+        for i, s in enumerate(tap.sinks):
+            if s is sink:
+                del tap.sinks[i]
+                break
         if not tap.sinks:
             tap.uninstall()
             _TAPS.pop(id(tap.target), None)
