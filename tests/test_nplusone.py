@@ -509,3 +509,18 @@ def test_endpoint_reads_server_timing_and_times_with_fake_clock() -> None:
         server.shutdown()
     with pytest.raises(BadInputError, match="loopback"):
         Endpoint("http://10.0.0.1:80")
+
+
+# --- the recorder's buffer ------------------------------------------------------------------------------------
+def test_duration_slot_found_when_another_thread_appended_in_between() -> None:
+    from labkit.nplusone.taps import DUR, REC, _slot
+
+    mine, other = "SELECT 1", "SELECT 2"
+    buf: list = []
+    buf += ("m", mine, None, 100, 5, None, 0)
+    assert _slot(buf, mine, 100) == DUR
+    buf += ("m", other, None, 100, 7, None, 0)  # same start, another statement: not mistaken for mine
+    buf += ("m", other, None, 101, 9, None, 0)
+    assert _slot(buf, mine, 100) == DUR
+    assert _slot(buf, other, 101) == 2 * REC + DUR
+    assert _slot(buf, "SELECT 3", 100) == -1

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
 from labkit.nplusone.sites import format_site, skip_cache
-from labkit.nplusone.taps import REC, Sink, Tap, release, tap_for
+from labkit.nplusone.taps import DUR, REC, Sink, Tap, release, tap_for
 
 __all__ = ["Watch", "watch"]
 
@@ -28,7 +28,7 @@ def _queries(buf: list[Any], durations: list[int], t0: int) -> tuple[Query, ...]
     """Turn a sink's flat buffer (``labkit.nplusone.taps.REC`` slots per query) into ``Query`` values."""
     out = []
     for i, dur in zip(range(0, REC * len(durations), REC), durations, strict=True):
-        (kind, target, timing), statement, params, start, _cell, code, lasti = buf[i:i + REC]
+        (kind, target, timing), statement, params, start, _dur, code, lasti = buf[i:i + REC]
         if kind == "http":
             statement, params = f"{params} {statement}", None  # params held the method
         out.append(Query(kind, target, statement, _params_repr(params), shape_of(kind, statement), start - t0,
@@ -95,8 +95,7 @@ class Watch:
             release(tap, sink)
         buf = sink.buf
         n = len(buf)  # a thread still inside a hook may append after this: not part of the block
-        # "call"/"vm" durations are {0: ns} cells that a cursor's fetches (or the next statement) still add to
-        durations = [d if d.__class__ is int else d[0] for d in buf[4:n:REC]]
+        durations = buf[DUR:n:REC]  # frozen now: a cursor's later fetches do not count
         report = Report.deferred(functools.partial(_queries, buf, durations, t0), wall_ns=t1 - t0,
                                  threshold=self.threshold, label=self.label)
         self.report = report

@@ -42,13 +42,29 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 # A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
 # recording allocates nothing the garbage collector has to track, and the report is built only when read):
 #   meta (kind, target label, timing), statement, params, start_ns, duration_ns, site code, site f_lasti
-# For ``"call"`` and ``"vm"`` timing the duration slot holds a cell ``{0: duration_ns}`` that the cursor's
-# fetches (or, for "vm", the next statement) still add to, shared by every sink that recorded the statement;
-# a dict of ints, so the garbage collector does not track it. For ``"observer"`` the params slot holds the
-# HTTP method and the statement slot the URL.
+# For ``"call"`` and ``"vm"`` timing the duration is completed in place later (a cursor's fetches, or for
+# "vm" the next statement): whoever recorded it keeps the slot's position (``_slot``). Nothing per query is
+# allocated beyond the buffer's growth, so a watched block does not push the garbage collector into extra
+# collections. For ``"observer"`` the params slot holds the HTTP method and the statement slot the URL.
 REC = 7
+DUR = 4  # index of the duration within a record
 Clock = Callable[[], int]
+Marks = list[tuple[list[Any], int]]  # (buffer, position of a duration slot), one per sink
 _getframe = sys._getframe
+
+
+def _slot(buf: list[Any], statement: Any, start_ns: int) -> int:
+    """Position of the duration slot of the record (*statement*, …, *start_ns*, …) just appended to *buf*.
+
+    ``buf += record`` is atomic, but another thread may append between it and ``len(buf)``: then the record
+    is found by looking back from the end (a short way: only what was appended meanwhile)."""
+    pos = len(buf) - REC + DUR
+    if buf[pos - 1] == start_ns and buf[pos - 3] is statement:
+        return pos
+    for earlier in range(pos - REC, DUR - 1, -REC):
+        if buf[earlier - 1] == start_ns and buf[earlier - 3] is statement:
+            return earlier
+    return -1  # not there (cannot happen): the caller drops the fetch time
 
 
 class Sink:
@@ -84,15 +100,21 @@ class Tap:
     def clock(self) -> Clock:
         return self.sinks[0].clock
 
-    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int | dict[int, int],
-               frame: Any) -> None:
-        """Append one query to every sink, its call site found from *frame* outwards."""
+    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int, frame: Any) -> Marks:
+        """Append one query to every sink, its call site found from *frame* outwards; return where each
+        sink's duration slot is."""
         meta = self.meta
         site = None
+        marks = []
         for sink in self.sinks:
             if site is None or sink.skip:
                 site = site_of(frame, sink.known, sink.decide)
-            sink.buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
+            buf = sink.buf
+            buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
+            pos = _slot(buf, statement, start_ns)
+            if pos >= 0:
+                marks.append((buf, pos))
+        return marks
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -111,13 +133,15 @@ class _CursorProxy:
     class it chooses, such as the toyshop's usage-accounting one) keeps working underneath.
     """
 
-    __slots__ = ("_cur", "_tap", "_clock", "_cell")
+    __slots__ = ("_cur", "_tap", "_clock", "_buf", "_pos", "_more")
 
-    def __init__(self, cur: Any, tap: _WrappedSqliteTap, cell: dict[int, int] | None) -> None:
+    def __init__(self, cur: Any, tap: _WrappedSqliteTap) -> None:
         self._cur = cur
         self._tap = tap
         self._clock = tap.clock
-        self._cell = cell
+        self._buf: list[Any] | None = None  # where fetch time goes: buf[pos] (and each of _more)
+        self._pos = 0
+        self._more: Marks | None = None
 
     def _exec(self, fn: Any, sql: str, args: tuple[Any, ...]) -> _CursorProxy:
         clock = self._clock
@@ -125,9 +149,18 @@ class _CursorProxy:
         try:
             fn(sql, *args)
         finally:
-            self._cell = cell = {0: clock() - t0}
-            self._tap.record(sql, args[0] if args else None, t0, cell, _getframe(1))
+            marks = self._tap.record(sql, args[0] if args else None, t0, clock() - t0, _getframe(1))
+            self._buf, self._pos = marks[0] if marks else (None, 0)
+            self._more = marks[1:] or None
         return self
+
+    def _add(self, ns: int) -> None:
+        buf = self._buf
+        if buf is not None:
+            buf[self._pos] += ns
+            if self._more:
+                for b, p in self._more:
+                    b[p] += ns
 
     def execute(self, sql: str, *args: Any) -> _CursorProxy:
         return self._exec(self._cur.execute, sql, args)
@@ -145,8 +178,12 @@ class _CursorProxy:
         try:
             return self._cur.fetchone()
         finally:
-            if self._cell is not None:
-                self._cell[0] += clock() - t0
+            buf = self._buf
+            if buf is not None:
+                if self._more:
+                    self._add(clock() - t0)
+                else:
+                    buf[self._pos] += clock() - t0
 
     def fetchall(self) -> list[Any]:
         clock = self._clock
@@ -154,8 +191,12 @@ class _CursorProxy:
         try:
             return self._cur.fetchall()
         finally:
-            if self._cell is not None:
-                self._cell[0] += clock() - t0
+            buf = self._buf
+            if buf is not None:
+                if self._more:
+                    self._add(clock() - t0)
+                else:
+                    buf[self._pos] += clock() - t0
 
     def fetchmany(self, *args: Any) -> list[Any]:
         clock = self._clock
@@ -163,8 +204,12 @@ class _CursorProxy:
         try:
             return self._cur.fetchmany(*args)
         finally:
-            if self._cell is not None:
-                self._cell[0] += clock() - t0
+            buf = self._buf
+            if buf is not None:
+                if self._more:
+                    self._add(clock() - t0)
+                else:
+                    buf[self._pos] += clock() - t0
 
     def __iter__(self) -> _CursorProxy:
         return self
@@ -175,8 +220,12 @@ class _CursorProxy:
         try:
             return self._cur.__next__()
         finally:
-            if self._cell is not None:
-                self._cell[0] += clock() - t0
+            buf = self._buf
+            if buf is not None:
+                if self._more:
+                    self._add(clock() - t0)
+                else:
+                    buf[self._pos] += clock() - t0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cur, name)
@@ -207,7 +256,7 @@ class _WrappedSqliteTap(Tap):
 
         def cursor(*args: Any, **kwargs: Any) -> Any:
             cur = orig_cursor(*args, **kwargs)
-            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap, None)
+            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap)
 
         def wrap(name: str) -> Callable[..., Any]:
             fn = orig[name]
@@ -220,11 +269,13 @@ class _WrappedSqliteTap(Tap):
                     cur = fn(sql, *args)
                 finally:
                     inside.active = False
-                    cell = {0: clock() - t0}
+                    dur = clock() - t0
                     params = args[0] if args else None
+                    more = None
                     if len(sinks) == 1:
                         sink = sinks[0]
                         known = sink.known
+                        buf = sink.buf
                         frame = _getframe(1)
                         while frame is not None:  # site_of, inlined
                             code = frame.f_code
@@ -232,18 +283,27 @@ class _WrappedSqliteTap(Tap):
                             if skip is None:
                                 skip = sink.decide(code)
                             if not skip:
-                                sink.buf += (meta, sql, params, t0, cell, code, frame.f_lasti)
+                                buf += (meta, sql, params, t0, dur, code, frame.f_lasti)
                                 break
                             frame = frame.f_back
                         else:
-                            sink.buf += (meta, sql, params, t0, cell, None, 0)
+                            buf += (meta, sql, params, t0, dur, None, 0)
+                        pos = len(buf) - REC + DUR
+                        if buf[pos - 1] != t0 or buf[pos - 3] is not sql:  # another thread appended meanwhile
+                            pos = _slot(buf, sql, t0)
+                            if pos < 0:
+                                buf = None
                     else:
-                        tap.record(sql, params, t0, cell, _getframe(1))
+                        marks = tap.record(sql, params, t0, dur, _getframe(1))
+                        buf, pos = marks[0] if marks else (None, 0)
+                        more = marks[1:] or None
                 proxy = _new(_CursorProxy)
                 proxy._cur = cur
                 proxy._tap = tap
                 proxy._clock = clock
-                proxy._cell = cell
+                proxy._buf = buf
+                proxy._pos = pos
+                proxy._more = more
                 return proxy
 
             return run
@@ -266,7 +326,7 @@ class _TraceSqliteTap(Tap):
 
     def install(self) -> None:
         clock = self.clock
-        self._open: dict[int, int] | None = None  # duration cell of the statement still running
+        self._open: Marks = []  # duration slots of the statement still running
         self._start = 0
         self._last = 0
 
@@ -274,8 +334,7 @@ class _TraceSqliteTap(Tap):
             now = clock()
             self._close()
             self._last = self._start = now
-            self._open = cell = {0: 0}
-            self.record(statement, None, now, cell, _getframe(1))
+            self._open = self.record(statement, None, now, 0, _getframe(1))
 
         def on_tick() -> int:
             self._last = clock()
@@ -285,9 +344,9 @@ class _TraceSqliteTap(Tap):
         self.target.set_progress_handler(on_tick, PROGRESS_OPS)
 
     def _close(self) -> None:
-        if self._open is not None:
-            self._open[0] = max(0, self._last - self._start)
-            self._open = None
+        for buf, pos in self._open:
+            buf[pos] = max(0, self._last - self._start)
+        self._open = []
 
     def flush(self) -> None:
         """Close the statement still open (called when a recorder stops)."""
