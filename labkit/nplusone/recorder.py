@@ -28,8 +28,10 @@ def _queries(buf: list[Any], durations: list[int], t0: int) -> tuple[Query, ...]
     """Turn a sink's flat buffer (``labkit.nplusone.taps.REC`` slots per query) into ``Query`` values."""
     out = []
     for i, dur in zip(range(0, REC * len(durations), REC), durations, strict=True):
-        (kind, target, timing), statement, params, start, _dur, code, lasti = buf[i:i + REC]
-        if kind == "http":
+        (kind, target, timing, one), statement, params, start, _dur, code, lasti = buf[i:i + REC]
+        if one:
+            params = (params,)
+        elif kind == "http":
             statement, params = f"{params} {statement}", None  # params held the method
         out.append(Query(kind, target, statement, _params_repr(params), shape_of(kind, statement), start - t0,
                          dur, format_site(code, lasti), timing))

@@ -41,7 +41,9 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 
 # A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
 # recording allocates nothing the garbage collector has to track, and the report is built only when read):
-#   meta (kind, target label, timing), statement, params, start_ns, duration_ns, site code, site f_lasti
+#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site code, site f_lasti
+# ``one``: params was a 1-tuple and the slot holds its only value (the usual ``(id,)``): a tuple kept alive
+# per query would count towards the garbage collector's gen-0 threshold, an int does not.
 # For ``"call"`` and ``"vm"`` timing the duration is completed in place later (a cursor's fetches, or for
 # "vm" the next statement): whoever recorded it keeps the slot's position (``_slot``). Nothing per query is
 # allocated beyond the buffer's growth, so a watched block does not push the garbage collector into extra
@@ -93,7 +95,8 @@ class Tap:
     def __init__(self, target: Any, label: str) -> None:
         self.target = target
         self.label = label
-        self.meta = (self.kind, label, self.timing)
+        self.meta = (self.kind, label, self.timing, False)
+        self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
 
     @property
@@ -247,7 +250,7 @@ class _WrappedSqliteTap(Tap):
         conn = self.target
         clock = self.clock
         orig = {n: getattr(conn, n) for n in self._NAMES}  # bound: class methods or earlier wrappers
-        tap, sinks, meta = self, self.sinks, self.meta
+        tap, sinks, meta, meta1 = self, self.sinks, self.meta, self.meta1
         # The connection's own execute may call self.cursor() (the toyshop's does; so does sqlite3's C execute,
         # through the instance attribute): that cursor must not be proxied again, or each statement would be
         # recorded twice.
@@ -273,6 +276,9 @@ class _WrappedSqliteTap(Tap):
                     params = args[0] if args else None
                     more = None
                     if len(sinks) == 1:
+                        m = meta
+                        if params.__class__ is tuple and len(params) == 1:
+                            params, m = params[0], meta1
                         sink = sinks[0]
                         known = sink.known
                         buf = sink.buf
@@ -283,11 +289,11 @@ class _WrappedSqliteTap(Tap):
                             if skip is None:
                                 skip = sink.decide(code)
                             if not skip:
-                                buf += (meta, sql, params, t0, dur, code, frame.f_lasti)
+                                buf += (m, sql, params, t0, dur, code, frame.f_lasti)
                                 break
                             frame = frame.f_back
                         else:
-                            buf += (meta, sql, params, t0, dur, None, 0)
+                            buf += (m, sql, params, t0, dur, None, 0)
                         pos = len(buf) - REC + DUR
                         if buf[pos - 1] != t0 or buf[pos - 3] is not sql:  # another thread appended meanwhile
                             pos = _slot(buf, sql, t0)
