@@ -524,3 +524,25 @@ def test_duration_slot_found_when_another_thread_appended_in_between() -> None:
     assert _slot(buf, mine, 100) == DUR
     assert _slot(buf, other, 101) == 2 * REC + DUR
     assert _slot(buf, "SELECT 3", 100) == -1
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+def test_call_sites_stay_right_when_calls_alternate_between_lines(factory: type) -> None:
+    # sites found last are reused only for the same call expression of the same frame: alternating lines,
+    # and a helper one frame deeper, each keep their own site
+    cat = FakeCatalog()
+    conn = make_db(factory)
+
+    def via_helper(pid: int) -> None:
+        cat.product(pid)  # http-helper
+        conn.execute("SELECT 2").fetchall()  # sql-helper
+
+    with watch(cat, conn) as w:
+        for pid in range(4):
+            cat.product(pid)  # http-a
+            conn.execute("SELECT 1").fetchall()  # sql-a
+            via_helper(pid)
+            cat.product(pid)  # http-b
+    sites = [q.site for q in w.report.queries]
+    expected = [line_of(m) for m in ("http-a", "sql-a", "http-helper", "sql-helper", "http-b")]
+    assert sites == expected * 4

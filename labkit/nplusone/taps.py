@@ -98,17 +98,32 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
+        # The call site found last, as [(depth, frame, code, f_lasti)]: when the frame at that depth of the stack
+        # is that very frame object (the same activation of the caller) at the same instruction, the query comes
+        # from the same call expression as last time, and its site is that frame's line — found without walking
+        # (and materialising) the client's frames in between. Cleared whenever the sinks change.
+        self.hint: list[Any] = [None]
 
     @property
     def clock(self) -> Clock:
         return self.sinks[0].clock
 
-    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int, frame: Any) -> Marks:
-        """Append one query to every sink, its call site found from *frame* outwards; return where each
-        sink's duration slot is."""
+    def record(self, statement: str, params: Any, start_ns: int, duration_ns: int) -> Marks:
+        """Append one query to every sink, its call site found from the caller's caller outwards; return where
+        each sink's duration slot is."""
         meta = self.meta
-        site = None
         marks = []
+        if len(self.sinks) == 1:
+            sink = self.sinks[0]
+            code, lasti = self._site(sink)
+            buf = sink.buf
+            buf += (meta, statement, params, start_ns, duration_ns, code, lasti)
+            pos = _slot(buf, statement, start_ns)
+            if pos >= 0:
+                marks.append((buf, pos))
+            return marks
+        site = None
+        frame = _getframe(2)
         for sink in self.sinks:
             if site is None or sink.skip:
                 site = site_of(frame, sink.known, sink.decide)
@@ -118,6 +133,34 @@ class Tap:
             if pos >= 0:
                 marks.append((buf, pos))
         return marks
+
+    def _site(self, sink: Sink) -> tuple[Any, int]:
+        """The call site for ``record`` (one sink): the hint if it still holds, else a walk from 3 frames up."""
+        hint = self.hint
+        last = hint[0]
+        if last is not None:
+            depth, site_frame, code, lasti = last
+            try:
+                frame = _getframe(depth)
+            except ValueError:
+                frame = None
+            if frame is site_frame and frame.f_lasti == lasti:
+                return code, lasti
+        known = sink.known
+        depth = 3  # _site <- record <- the hook <- its caller
+        frame = _getframe(depth)
+        while frame is not None:
+            code = frame.f_code
+            skip = known(id(code))
+            if skip is None:
+                skip = sink.decide(code)
+            if not skip:
+                lasti = frame.f_lasti
+                hint[0] = (depth, frame, code, lasti)
+                return code, lasti
+            frame = frame.f_back
+            depth += 1
+        return None, 0
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -152,7 +195,7 @@ class _CursorProxy:
         try:
             fn(sql, *args)
         finally:
-            marks = self._tap.record(sql, args[0] if args else None, t0, clock() - t0, _getframe(1))
+            marks = self._tap.record(sql, args[0] if args else None, t0, clock() - t0)
             self._buf, self._pos = marks[0] if marks else (None, 0)
             self._more = marks[1:] or None
         return self
@@ -300,7 +343,7 @@ class _WrappedSqliteTap(Tap):
                             if pos < 0:
                                 buf = None
                     else:
-                        marks = tap.record(sql, params, t0, dur, _getframe(1))
+                        marks = tap.record(sql, params, t0, dur)
                         buf, pos = marks[0] if marks else (None, 0)
                         more = marks[1:] or None
                 proxy = _new(_CursorProxy)
@@ -340,7 +383,7 @@ class _TraceSqliteTap(Tap):
             now = clock()
             self._close()
             self._last = self._start = now
-            self._open = self.record(statement, None, now, 0, _getframe(1))
+            self._open = self.record(statement, None, now, 0)
 
         def on_tick() -> int:
             self._last = clock()
@@ -381,7 +424,7 @@ class _EngineTap(Tap):
             stack = conn.info.get("_labkit_t0")
             if stack:
                 t0 = stack.pop()
-                self.record(statement, parameters, t0, clock() - t0, _getframe(1))
+                self.record(statement, parameters, t0, clock() - t0)
 
         def on_error(ctx: Any) -> None:
             conn = getattr(ctx, "connection", None)
@@ -408,25 +451,41 @@ class _ObserverTap(Tap):
     def install(self) -> None:
         tap, sinks, meta, clock = self, self.sinks, self.meta, self.clock
 
+        hint = self.hint
+
         def observer(method: str, url: str, duration_ns: int) -> None:
             # runs once per HTTP call: one clock read; the statement ("GET url") is built when the report is read
             start = clock() - duration_ns
             if len(sinks) == 1:
                 sink = sinks[0]
+                last = hint[0]
+                if last is not None:  # the same call expression as last time? (see Tap.hint)
+                    depth, site_frame, code, lasti = last
+                    try:
+                        frame = _getframe(depth)
+                    except ValueError:
+                        frame = None
+                    if frame is site_frame and frame.f_lasti == lasti:
+                        sink.buf += (meta, url, method, start, duration_ns, code, lasti)
+                        return
                 known = sink.known
                 frame = _getframe(1)
-                while frame is not None:  # site_of, inlined
+                depth = 1
+                while frame is not None:  # site_of, inlined, counting the depth
                     code = frame.f_code
                     skip = known(id(code))
                     if skip is None:
                         skip = sink.decide(code)
                     if not skip:
-                        sink.buf += (meta, url, method, start, duration_ns, code, frame.f_lasti)
+                        lasti = frame.f_lasti
+                        hint[0] = (depth, frame, code, lasti)
+                        sink.buf += (meta, url, method, start, duration_ns, code, lasti)
                         return
                     frame = frame.f_back
+                    depth += 1
                 sink.buf += (meta, url, method, start, duration_ns, None, 0)
             else:
-                tap.record(url, method, start, duration_ns, _getframe(1))
+                tap.record(url, method, start, duration_ns)
 
         self._observer = observer
         self.target.observers.append(observer)
@@ -476,6 +535,7 @@ def tap_for(target: Any, sink: Sink) -> Tap:
             _TAPS[key] = tap
         else:
             tap.sinks.append(sink)
+            tap.hint[0] = None
         return tap
 
 
@@ -484,6 +544,7 @@ def release(tap: Tap, sink: Sink) -> None:
     with _LOCK:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
+        tap.hint[0] = None  # drops the frame it holds
         first = tap.sinks[0] if tap.sinks else None
         for i, s in enumerate(tap.sinks):
             if s is sink:
