@@ -98,10 +98,12 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
-        # The call site found last, as [(depth, frame, code, f_lasti)]: when the frame at that depth of the stack
-        # is that very frame object (the same activation of the caller) at the same instruction, the query comes
-        # from the same call expression as last time, and its site is that frame's line — found without walking
-        # (and materialising) the client's frames in between. Cleared whenever the sinks change.
+        # The call site found last, as [(depth, id(frame), code, f_lasti)]: when the frame at that depth of the
+        # stack is that frame object (the same activation of the caller; its code checked too, as an id can be
+        # reused) at the same instruction, the query comes from the same call expression as last time, and its
+        # site is that line — found without walking (and materialising) the client's frames in between. Only
+        # the id is kept: holding the frame would keep its locals alive after it returns. Cleared whenever the
+        # sinks change.
         self.hint: list[Any] = [None]
 
     @property
@@ -139,12 +141,12 @@ class Tap:
         hint = self.hint
         last = hint[0]
         if last is not None:
-            depth, site_frame, code, lasti = last
+            depth, frame_id, code, lasti = last
             try:
                 frame = _getframe(depth)
             except ValueError:
                 frame = None
-            if frame is site_frame and frame.f_lasti == lasti:
+            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
                 return code, lasti
         known = sink.known
         depth = 3  # _site <- record <- the hook <- its caller
@@ -156,7 +158,7 @@ class Tap:
                 skip = sink.decide(code)
             if not skip:
                 lasti = frame.f_lasti
-                hint[0] = (depth, frame, code, lasti)
+                hint[0] = (depth, id(frame), code, lasti)
                 return code, lasti
             frame = frame.f_back
             depth += 1
@@ -460,12 +462,12 @@ class _ObserverTap(Tap):
                 sink = sinks[0]
                 last = hint[0]
                 if last is not None:  # the same call expression as last time? (see Tap.hint)
-                    depth, site_frame, code, lasti = last
+                    depth, frame_id, code, lasti = last
                     try:
                         frame = _getframe(depth)
                     except ValueError:
                         frame = None
-                    if frame is site_frame and frame.f_lasti == lasti:
+                    if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
                         sink.buf += (meta, url, method, start, duration_ns, code, lasti)
                         return
                 known = sink.known
@@ -478,7 +480,7 @@ class _ObserverTap(Tap):
                         skip = sink.decide(code)
                     if not skip:
                         lasti = frame.f_lasti
-                        hint[0] = (depth, frame, code, lasti)
+                        hint[0] = (depth, id(frame), code, lasti)
                         sink.buf += (meta, url, method, start, duration_ns, code, lasti)
                         return
                     frame = frame.f_back
@@ -544,7 +546,7 @@ def release(tap: Tap, sink: Sink) -> None:
     with _LOCK:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
-        tap.hint[0] = None  # drops the frame it holds
+        tap.hint[0] = None
         first = tap.sinks[0] if tap.sinks else None
         for i, s in enumerate(tap.sinks):
             if s is sink:
