@@ -157,11 +157,12 @@ def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", sk
     modules (``toyshop/db.py``, ``toyshop/catalog.py``), paths in *skip*, and functions that set
     ``__tracebackhide__``; for the toyshop export that is the loop in ``toyshop/export.py``.
     Cost (``tests/benchmarks/bench_nplusone.py`` measures it): recording is ~2 µs per SQL query and under 1 µs
-    per catalog call in a tight loop (2–3 µs per event inside a real export, with cold caches), plus ~10 µs per
-    block; the ``Query`` values are built when ``report.queries`` is first read (~1.5–2 µs per query then), not
-    while the block runs. The in-process toyshop export with 252 queries and 200 loopback catalog calls runs
-    ~2–4 % slower watched. A call site found once is reused while the same call expression (the same frame, at
-    the same instruction) issues the next query, so a client's own frames are walked once per loop, not per call.
+    per catalog call in a tight loop, 3–5 µs per event inside a real export (cold caches), plus ~10 µs per
+    block (~50 µs in situ); the ``Query`` values are built when ``report.queries`` is first read (~2 µs per
+    query then), not while the block runs. The in-process toyshop export with 252 queries and 200 loopback
+    catalog calls runs ~4 % slower watched. A call site found once is reused while the same call expression
+    (the same frame, at the same instruction) issues the next query, so a client's own frames are walked once
+    per loop, not per call.
 
     Example:
         >>> with watch(conn, catalog) as w:      # doctest: +SKIP
