@@ -309,11 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"labkit serve: {exc}", file=sys.stderr)
         return 2
     with svc:
-        print(f"toyshop is up in {svc.start_s:.2f} s: {svc.url} (pid {svc.pid}); catalog {svc.catalog_url} "
-              f"(pid {svc.catalog_pid}). Try {svc.url}/customers/1/export — Ctrl-C stops it.", flush=True)
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
+        try:  # from the first line printed on: a Ctrl-C that comes early is still a clean stop (exit 0)
+            print(f"toyshop is up in {svc.start_s:.2f} s: {svc.url} (pid {svc.pid}); catalog {svc.catalog_url} "
+                  f"(pid {svc.catalog_pid}). Try {svc.url}/customers/1/export — Ctrl-C stops it.", flush=True)
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
             while not stop.wait(0.5):
                 if not svc.alive:
                     print(f"labkit serve: a toyshop process exited.\n{svc.log_tail()}", file=sys.stderr)
