@@ -125,7 +125,7 @@ def _samples_of(x: Any) -> np.ndarray | None:
 def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | None = None, rounds: int = 30,
             max_rounds: int | None = None, max_time: float = 3.0, min_effect: float = 0.05, alpha: float = 0.05,
             warmup: int = 2, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
-            seed: int = 0) -> Comparison:
+            seed: int = 0, progress: bool | None = None) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 
     Args:
@@ -142,6 +142,8 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         alpha: significance level for ``faster``/``slower``.
         warmup, min_sample_time, clock: as in :func:`labkit.bench`.
         seed: seeds the bootstrap, so the interval is reproducible.
+        progress: show a progress bar (a widget in Jupyter); by default only when the rounds look like they
+            will take more than two seconds.
 
     Raises:
         BadInputError: mixed inputs (a callable and a result), bad counts, or too few samples.
@@ -174,17 +176,26 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
     samples: list[list[float]] = [[], []]
     started, target = clock(), rounds
+    round_ns = sum(n * w[-1] for n, w in zip(loops, warm, strict=True))
+    bar = _progress_bar(progress, rounds * round_ns, rounds)
     while True:
         for r in range(len(samples[0]), target):
             order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
             for i in order:
                 samples[i].append(time_loop(fns[i], args, loops[i], clock) / loops[i])
+            if bar is not None:
+                bar.update(1)
         if target >= max_rounds or clock() - started > max_time * 1e9:
             break
         est = ratio_of_medians(samples[0], samples[1], paired=True, seed=seed)
         if verdict_for(est.ci, est.p_value, min_effect, alpha) != "inconclusive":
             break
         target = min(max_rounds, target + rounds)  # still unclear: more data, within the budget
+        if bar is not None:
+            bar.total = target
+            bar.set_postfix_str("unclear so far: more rounds")
+    if bar is not None:
+        bar.close()
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
     if na == nb:
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"
@@ -192,6 +203,15 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     rb = _result(nb, samples[1], loops[1], warm[1])
     return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha,
                   ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings), seed)
+
+
+def _progress_bar(progress: bool | None, expected_ns: float, rounds: int) -> Any:
+    """A tqdm bar (a widget in Jupyter) when asked, or by default when the rounds should take over 2 s."""
+    if progress is False or (progress is None and expected_ns < 2e9):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=rounds, desc="A/B rounds", unit="round", leave=False)
 
 
 def _build(na: str, nb: str, a: np.ndarray, b: np.ndarray, paired: bool, min_effect: float, alpha: float,

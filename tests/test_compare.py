@@ -137,3 +137,12 @@ def test_time_budget_bounds_the_extension(clock):
     c = compare(lambda: clock.tick(int(1e6 * rng.choice([1.0, 2.0]))), lambda: clock.tick(int(1e6 * rng.choice([1.0, 2.0]))),
                 rounds=5, max_rounds=500, max_time=0.02, min_sample_time=1e-7, clock=clock)
     assert len(c.baseline_ns) <= 10  # 5 rounds take ~15 ms of fake time: one more batch at most
+
+
+def test_long_comparisons_show_progress_short_ones_do_not(clock, capsys):
+    compare(lambda: clock.tick(1000), lambda: clock.tick(2000), rounds=4, min_sample_time=1e-7, clock=clock)
+    assert "A/B rounds" not in capsys.readouterr().err
+    # rounds of ~1 s each on the fake clock: the bar appears on its own
+    compare(lambda: clock.tick(10**9), lambda: clock.tick(2 * 10**9), rounds=4, min_sample_time=1e-7,
+            warmup=0, clock=clock)
+    assert "A/B rounds" in capsys.readouterr().err
