@@ -219,61 +219,28 @@ class _CursorProxy:
     def executescript(self, script: str) -> _CursorProxy:
         return self._exec(self._cur.executescript, script, ())
 
-    # fetches are inlined (no shared helper): they run once or more per query
-    def fetchone(self) -> Any:
+    def _fetch(self, fn: Callable[..., Any], *args: Any) -> Any:
         clock = self._clock
         t0 = clock()
         try:
-            return self._cur.fetchone()
+            return fn(*args)
         finally:
-            buf = self._buf
-            if buf is not None:
-                if self._more:
-                    self._add(clock() - t0)
-                else:
-                    buf[self._pos] += clock() - t0
+            self._add(clock() - t0)
+
+    def fetchone(self) -> Any:
+        return self._fetch(self._cur.fetchone)
 
     def fetchall(self) -> list[Any]:
-        clock = self._clock
-        t0 = clock()
-        try:
-            return self._cur.fetchall()
-        finally:
-            buf = self._buf
-            if buf is not None:
-                if self._more:
-                    self._add(clock() - t0)
-                else:
-                    buf[self._pos] += clock() - t0
+        return self._fetch(self._cur.fetchall)
 
     def fetchmany(self, *args: Any) -> list[Any]:
-        clock = self._clock
-        t0 = clock()
-        try:
-            return self._cur.fetchmany(*args)
-        finally:
-            buf = self._buf
-            if buf is not None:
-                if self._more:
-                    self._add(clock() - t0)
-                else:
-                    buf[self._pos] += clock() - t0
+        return self._fetch(self._cur.fetchmany, *args)
 
     def __iter__(self) -> _CursorProxy:
         return self
 
     def __next__(self) -> Any:
-        clock = self._clock
-        t0 = clock()
-        try:
-            return self._cur.__next__()
-        finally:
-            buf = self._buf
-            if buf is not None:
-                if self._more:
-                    self._add(clock() - t0)
-                else:
-                    buf[self._pos] += clock() - t0
+        return self._fetch(self._cur.__next__)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cur, name)
