@@ -226,27 +226,23 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
                     "threads": threading.active_count()}
         return await _respond(svc, h)
 
-    async def export(request: Request) -> Response:
+    async def by_id(request: Request, param: str, pick: Callable[[dict[str, Any]], Any]) -> Response:
+        """One id from the path, the switches, a data-access call on the DB thread, trimmed fields."""
         async def h(ctx: dict[str, Any]) -> Any:
             with span("parse"):
-                cid = _int(request.path_params["customer_id"], "customer_id")
+                ident = _int(request.path_params[param], param)
                 sw = ctx["sw"] = svc.switches(request)[0]
-            fn, cat = EXPORTS[sw["n1"]], svc.catalog_for(sw)
-            data = await svc.blocking(lambda conn: fn(conn, cat, cid))
+            fn, cat = pick(sw), svc.catalog_for(sw)
+            data = await svc.blocking(lambda conn: fn(conn, cat, ident))
             with span("compute"):
                 return trim_export(data, sw["fields"])
         return await _respond(svc, h)
 
+    async def export(request: Request) -> Response:
+        return await by_id(request, "customer_id", lambda sw: EXPORTS[sw["n1"]])
+
     async def order(request: Request) -> Response:
-        async def h(ctx: dict[str, Any]) -> Any:
-            with span("parse"):
-                oid = _int(request.path_params["order_id"], "order_id")
-                sw = ctx["sw"] = svc.switches(request)[0]
-            cat = svc.catalog_for(sw)
-            data = await svc.blocking(lambda conn: order_detail(conn, cat, oid))
-            with span("compute"):
-                return trim_export(data, sw["fields"])
-        return await _respond(svc, h)
+        return await by_id(request, "order_id", lambda sw: order_detail)
 
     async def quote(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
