@@ -14,6 +14,7 @@ The verdict reads the 95 % interval of the ratio of medians (candidate / baselin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +126,8 @@ def _samples_of(x: Any) -> np.ndarray | None:
 def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | None = None, rounds: int = 30,
             max_rounds: int | None = None, max_time: float = 3.0, min_effect: float = 0.05, alpha: float = 0.05,
             warmup: int = 2, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
-            seed: int = 0, progress: bool | None = None) -> Comparison:
+            seed: int = 0, progress: bool | None = None,
+            inputs: Callable[[int], tuple[Any, ...]] | None = None) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 
     Args:
@@ -144,6 +146,13 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         seed: seeds the bootstrap, so the interval is reproducible.
         progress: show a progress bar (a widget in Jupyter); by default only when the rounds look like they
             will take more than two seconds.
+        inputs: fresh inputs instead of ``*args``: ``inputs(k)`` returns the argument tuple for the k-th
+            input. Every timed call then gets an input never used before — round ``r`` times the baseline on
+            ``inputs(r)`` and the candidate on another ``inputs(r)`` (built separately, equal in content), so
+            both sides do the same work and no cache keyed on the input can answer for either. Each sample
+            is one call (no loop calibration), and building the input is not timed: make inputs big enough
+            that one call lasts well over 10 µs. Warm-up calls use inputs of their own (negative ``k``).
+            This is what exercise graders time with (see :mod:`labkit.check`).
 
     Raises:
         BadInputError: mixed inputs (a callable and a result), bad counts, or too few samples.
@@ -163,6 +172,10 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             "(compare(f, g)) or both results (compare(run_a, run_b))")
     _check_callable(baseline, "baseline")
     _check_callable(candidate, "candidate")
+    if inputs is not None:
+        _check_callable(inputs, "inputs")
+        if args:
+            raise BadInputError("give the arguments either as *args or through inputs=, not both")
     rounds = _positive_int(rounds, "rounds", 3)
     max_rounds = rounds * 4 if max_rounds is None else _positive_int(max_rounds, "max_rounds", rounds)
     warmup = _positive_int(warmup, "warmup", 0)
@@ -170,10 +183,15 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         raise BadInputError(f"min_sample_time must be a positive number of seconds, got {min_sample_time!r}")
     fns = (baseline, candidate)
     loops, warm = [], []
-    for fn in fns:
-        n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
+    for side, fn in enumerate(fns):
+        if inputs is None:
+            n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
+            warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
+        else:
+            n = 1
+            warm.append([float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock))
+                         for w in range(max(1, warmup))])
         loops.append(n)
-        warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
     samples: list[list[float]] = [[], []]
     started, target = clock(), rounds
     round_ns = sum(n * w[-1] for n, w in zip(loops, warm, strict=True))
@@ -182,7 +200,8 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         for r in range(len(samples[0]), target):
             order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
             for i in order:
-                samples[i].append(time_loop(fns[i], args, loops[i], clock) / loops[i])
+                call_args = args if inputs is None else _args_of(inputs, r)
+                samples[i].append(time_loop(fns[i], call_args, loops[i], clock) / loops[i])
             if bar is not None:
                 bar.update(1)
         if target >= max_rounds or clock() - started > max_time * 1e9:
@@ -203,6 +222,14 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     rb = _result(nb, samples[1], loops[1], warm[1])
     return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha,
                   ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings), seed)
+
+
+def _args_of(inputs: Callable[[int], Any], k: int) -> tuple[Any, ...]:
+    args = inputs(k)
+    if not isinstance(args, tuple):
+        raise BadInputError(f"inputs({k}) must return a tuple of arguments, got {type(args).__name__}: "
+                            "return (x,) for a single argument")
+    return args
 
 
 def _progress_bar(progress: bool | None, expected_ns: float, rounds: int) -> Any:

@@ -146,3 +146,43 @@ def test_long_comparisons_show_progress_short_ones_do_not(clock, capsys):
     compare(lambda: clock.tick(10**9), lambda: clock.tick(2 * 10**9), rounds=4, min_sample_time=1e-7,
             warmup=0, clock=clock)
     assert "A/B rounds" in capsys.readouterr().err
+
+
+def test_fresh_inputs_give_every_call_an_unseen_input_and_both_sides_the_same_ones():
+    # GIVEN a baseline and a memoised copy of it, and a factory of inputs
+    seen_by: dict[str, list[tuple[int, ...]]] = {"base": [], "memo": []}
+    cache: dict[tuple[int, ...], int] = {}
+    made: list[int] = []
+
+    def base(xs):
+        seen_by["base"].append(tuple(xs))
+        return sum(xs)
+
+    def memo(xs):
+        key = tuple(xs)
+        seen_by["memo"].append(key)
+        if key not in cache:
+            cache[key] = sum(xs)
+        return cache[key]
+
+    def inputs(k):
+        made.append(k)
+        return ([k, k + 1, k + 2],)
+
+    # WHEN they are compared on fresh inputs
+    c = compare(base, memo, inputs=inputs, rounds=5, max_rounds=5, warmup=1)
+
+    # THEN each side saw every round's input once, the same sequence, and the memo never had a hit to serve
+    timed_b = [s for s in seen_by["base"] if s[0] >= 0]
+    timed_m = [s for s in seen_by["memo"] if s[0] >= 0]
+    assert timed_b == timed_m == [(r, r + 1, r + 2) for r in range(5)]
+    assert len(cache) == len(seen_by["memo"])          # no input was ever answered from the cache
+    assert len(c.baseline_ns) == len(c.candidate_ns) == 5 and c.paired
+    assert all(k < 0 for k in made[:2])                 # warm-up inputs are never graded inputs
+
+
+def test_fresh_inputs_refuse_args_too_and_non_tuples():
+    with pytest.raises(BadInputError, match="not both"):
+        compare(sum, sum, [1], inputs=lambda k: ([k],))
+    with pytest.raises(BadInputError, match="tuple"):
+        compare(sum, sum, inputs=lambda k: [k])
