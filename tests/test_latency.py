@@ -184,11 +184,20 @@ def test_unknown_probe_name_is_refused():
         table(include=["warp_drive"], progress=False)
 
 
-def test_cli_json(capsys):
-    assert main(["--quick", "--only", "syscall", "--json", "--no-progress"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["kind"] == "latency_table" and data["rows"][0]["key"] == "syscall"
+def test_cli_json_is_pure_json_on_stdout_and_progress_goes_to_stderr(capsys, monkeypatch):
+    # a busy machine adds a warning line: it must go to stderr too
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("labkit.latency.table"), "_load", lambda: 99.0)
+    assert main(["--quick", "--only", "syscall", "--only", "lock", "--json"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)  # the whole of stdout, as `labkit latency --json | jq` reads it
+    assert data["kind"] == "latency_table" and [r["key"] for r in data["rows"]] == ["syscall", "lock_uncontended"]
     assert len(data["rows"][0]["samples_ns"]) > 1
+    assert "syscall" in err and "lock" in err and "warning: the machine was busy" in err  # progress, per probe
+    assert main(["--quick", "--only", "syscall", "--json", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["rows"][0]["key"] == "syscall" and "syscall" not in err
 
 
 @pytest.mark.slow
