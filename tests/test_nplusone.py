@@ -341,6 +341,14 @@ def test_text_and_html_render_worst_first(tmp_path: Path) -> None:
     path = w.report.save(tmp_path / "r.json")
     again = Report.load(path)
     assert again.queries == w.report.queries and again.fingerprint
+    # the shared result format: a kind + version header, refused by the loaders of other kinds
+    from labkit.errors import ResultsError
+    from labkit.latency import Samples
+    from labkit.results import read_json
+
+    assert read_json(path)["kind"] == Report.KIND and read_json(path)["version"] == Report.VERSION
+    with pytest.raises(ResultsError, match="r.json"):
+        Samples.load(path)
 
 
 # --- budgets ----------------------------------------------------------------------------------------------
