@@ -35,6 +35,23 @@ def test_samples_round_trip_and_unavailable_summary():
     assert not empty.available and np.isnan(empty.median_ns)
 
 
+def test_the_chase_kernel_walks_one_cycle_through_every_line_on_unsigned_indices():
+    k = memory._kernels()
+    # unsigned only: a signed index makes numba check for a negative one between two dependent loads
+    import numba
+
+    (array_type, _steps, index_type), = k["chase"].signatures
+    assert array_type.dtype == numba.uint64 and index_type == numba.uint64
+    a = k["build"](64, 8, 3)
+    seen, p = set(), 0
+    for _ in range(64):
+        seen.add(p)
+        p = k["chase"](a, 1, p)
+    assert p == 0 and seen == {8 * i for i in range(64)}  # back at the start after visiting every line once
+    steps, at = memory.chase_steps(k["chase"], a, 1e5)
+    assert 1_000 <= steps <= 5_000_000 and at % 8 == 0
+
+
 # --- physical sanity bands (generous: they catch a probe measuring the wrong thing, not a slow machine) ----
 
 def test_pointer_chase_shows_l1_below_interpreter_cost_and_dram_far_above():
