@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+import shutil
 import sqlite3
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -81,6 +86,74 @@ def test_sqlite_nplusone_found_with_count_and_call_site(factory: type, timing: s
     assert {q.timing for q in report.queries} == {timing}
     assert all(q.duration_ns >= 0 for q in report.queries)
     assert 0 < report.query_share <= 1
+
+
+# --- any library: call sites by location ------------------------------------------------------------------
+_FAKE_ORM = {
+    "__init__.py": "from .models import Model, Session\n",
+    "backend.py": (
+        "def fetch_one(conn, sql, params):\n"
+        "    cursor = conn.execute(sql, params)\n"
+        "    return cursor.fetchone()\n"
+    ),
+    "models.py": (
+        "from . import backend\n"
+        "\n"
+        "class Session:\n"
+        "    def __init__(self, conn):\n"
+        "        self.conn = conn\n"
+        "\n"
+        "class Model:\n"
+        "    table = ''\n"
+        "\n"
+        "    @classmethod\n"
+        "    def get(cls, session, pk):\n"
+        "        return backend.fetch_one(session.conn, f'SELECT * FROM {cls.table} WHERE order_id = ?', (pk,))\n"
+    ),
+}
+
+
+@pytest.fixture
+def installed_orm():
+    """A small ORM the detector has no special knowledge of, installed in this interpreter's site-packages
+    (outside the repository, as ``pip install`` would put it), and removed afterwards."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    name = f"labkit_test_orm_{os.getpid()}"
+    package = purelib / name
+    package.mkdir()
+    try:
+        for file, text in _FAKE_ORM.items():
+            (package / file).write_text(text)
+        importlib.invalidate_caches()
+        module = importlib.import_module(name)
+        assert Path(module.__file__).resolve().is_relative_to(purelib.resolve())
+        yield module
+    finally:
+        shutil.rmtree(package)
+        for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[mod]
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+def test_the_call_site_is_the_users_line_whatever_the_orm(installed_orm, factory: type) -> None:
+    # GIVEN an ORM model read one order at a time, the detector watching the sqlite3 connection underneath
+    conn = make_db(factory, orders=12)
+
+    class Item(installed_orm.Model):
+        table = "items"
+
+    session = installed_orm.Session(conn)
+    with watch(conn) as w:
+        rows = [Item.get(session, oid) for oid in range(12)]  # any-orm
+    # THEN the N+1 is found with its count, and its site is this line, not one inside the ORM's backend
+    assert len(rows) == 12
+    (suspect,) = w.report.suspects
+    assert suspect.count == 12 and suspect.site == line_of("any-orm")
+    # AND skip= still moves the site further out (here: past this test file, to pytest's own frames, which
+    # are library code too, so nothing is left)
+    with watch(conn, skip=(str(HERE),)) as w2:
+        Item.get(session, 1)
+    assert w2.report.queries[0].site == "?:0"
 
 
 @pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
