@@ -3,15 +3,16 @@
 * ``codec="json"`` (baseline): the standard library, ``json.dumps(payload).encode()`` — a pure
   C-accelerated encoder that still builds an intermediate ``str`` (and escapes every non-ASCII character)
   before the UTF-8 bytes exist.
-* ``codec="orjson"``: a Rust encoder writing UTF-8 bytes directly (measured ~12× faster than json on 50
-  wide products, 250 µs → 20 µs, and ~4,350 → ~320 allocations per call).
-* ``codec="msgpack"``: a binary format (the seed's "JSON → binary"): no text escaping, smaller payload
-  (35 vs 44 KB). Measured ~3.8× faster than json, yet ~3× slower than orjson: "binary" is not what makes
-  an encoder fast. Clients need a msgpack decoder.
+* ``codec="orjson"``: a Rust encoder writing UTF-8 bytes directly, with no intermediate ``str``.
+* ``codec="msgpack"``: a binary format (the seed's "JSON → binary"): no text escaping, a smaller payload.
+  Whether "binary" is what makes an encoder fast is for the measurement to say. Clients need a msgpack
+  decoder.
 * ``fields="full"`` (baseline): every product field (the 32 columns of the dataset's ``products`` table,
   :data:`PRODUCT_FIELDS`). ``fields="trimmed"``: the 8 a client actually uses (:data:`TRIMMED_FIELDS`).
-  Fewer fields means fewer keys and values to walk, escape and write, and a smaller response (measured
-  3.3–3.8× faster for every codec, 44 → 8 KB).
+  Fewer fields means fewer keys and values to walk, escape and write, and a smaller response.
+
+``tests/benchmarks/bench_core.py`` prints each codec and field set side by side: time, bytes and
+allocations per call.
 
 Payloads must be JSON-ready: ``dict`` (with ``str`` keys), ``list``/``tuple``, ``str``, ``int`` (64-bit),
 finite ``float``, ``bool``, ``None``. Then ``decode(encode(x, c), c)`` is the same for every codec
