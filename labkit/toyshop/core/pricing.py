@@ -39,7 +39,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 # re-exported: the service imports OrderLines and make_order_lines from here
-from labkit.toyshop.core.lines import (
+from labkit.toyshop.core.lines import (  # _MAX_TAX_CLASSES: the reusable per-class accumulators' slots
+    _MAX_TAX_CLASSES,
     DEFAULT_TAX_RATES_BP,
     LINE_FIELDS,
     LineColumns,
@@ -65,7 +66,6 @@ __all__ = [
     "release_buffers",
 ]
 
-_MAX_TAX_CLASSES = 64  # as in .lines: the reusable per-class accumulators have this many slots
 _BP = 10_000
 _HALF = 5_000
 
