@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["fingerprint"]
 
 _PACKAGES = ("labkit", "numpy", "pandas", "scipy", "altair", "numba", "orjson", "msgpack", "starlette",
-             "uvicorn", "uvloop", "aiohttp", "memray", "py-spy")
+             "uvicorn", "uvloop", "memray", "py-spy")
 
 
 def _read(path: str) -> str | None:
