@@ -1,7 +1,8 @@
 """A minimal HTTP/1.1 client connection on asyncio streams (GET only, keep-alive, reconnects).
 
-Why not aiohttp or httpx: on this machine kind aiohttp holds ~2-3k req/s and adds ~0.4 ms to every
-request, which would swamp the latencies we measure; a bare streams client on uvloop reaches ~9k req/s.
+Why not aiohttp or httpx: their per-request work in Python caps the rate one process can offer and adds to
+every latency we measure; a bare streams client on uvloop does far less (``tests/benchmarks/bench_load_vs_wrk.py``
+holds this client against wrk on the same target).
 It speaks just enough HTTP for a load generator: GET, ``Content-Length`` and chunked bodies (bodies are read
 and discarded), ``Connection: close``, and bodies delimited by the server closing the connection.
 """
