@@ -31,7 +31,7 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"charts", "check", "client", "doctor", "errors", "latency", "load", "nplusone", "record", "results",
+_SUBMODULES = {"charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone", "record", "results",
                "service", "stats", "toyshop", "trace", "exercises", "fingerprint"}
 
 

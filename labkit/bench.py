@@ -21,14 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.fingerprint import fingerprint
 from labkit.results import Saveable
 from labkit.stats import format_duration, percentiles, spread
 
 __all__ = ["BenchResult", "bench", "Clock"]
-
-Clock = Callable[[], int]
 
 WIDE_SPREAD = 0.10  # IQR / median above this earns a warning
 MAX_LOOPS = 10**9

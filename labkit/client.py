@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError, ServiceError
 from labkit.trace import ServerTimingMetric, parse_server_timing
 
@@ -65,7 +66,7 @@ class Endpoint:
     """
 
     def __init__(self, base_url: str, *, timeout: float = 60.0,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Clock = time.perf_counter_ns) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or parts.hostname not in _LOOPBACK or parts.port is None:
             raise BadInputError(f"Endpoint needs http://127.0.0.1:<port> (loopback only), got {base_url!r}")

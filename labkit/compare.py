@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import Clock, _check_callable, _positive_int, _result, calibrate, time_loop
+from labkit.bench import _check_callable, _positive_int, _result, calibrate, time_loop
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.fingerprint import fingerprint
 from labkit.results import Saveable

@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from labkit.clock import Clock
 from labkit.results import Saveable
 
-__all__ = ["Samples", "Clock", "unavailable", "time_each", "time_batches", "python_cost", "pinned", "method_of"]
-
-Clock = Callable[[], int]
+__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "pinned", "method_of"]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from labkit.clock import Clock
 from labkit.load._http import ConnectError, HTTPConnection, ProtocolError
 from labkit.load._options import PathPicker, Settings, Target
 
@@ -97,7 +98,7 @@ class Engine:
         target: Target,
         picker: PathPicker,
         *,
-        clock: Callable[[], int] = time.perf_counter_ns,
+        clock: Clock = time.perf_counter_ns,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         connect: Callable[[], Connection] | None = None,
         spin_ns: int = SPIN_NS,

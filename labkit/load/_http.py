@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+
+from labkit.clock import Clock
 
 __all__ = ["HTTPConnection", "ProtocolError", "ConnectError"]
 
@@ -29,7 +30,7 @@ class ConnectError(Exception):
 class _StampingProtocol(asyncio.StreamReaderProtocol):
     """asyncio's stream protocol that also notes when bytes last arrived (before any task is woken)."""
 
-    def __init__(self, reader: asyncio.StreamReader, clock: Callable[[], int]) -> None:
+    def __init__(self, reader: asyncio.StreamReader, clock: Clock) -> None:
         super().__init__(reader)
         self._clock = clock
         self.last_data_ns = 0
@@ -55,7 +56,7 @@ class HTTPConnection:
                  "_clock", "done_ns")
 
     def __init__(self, host: str, port: int, host_header: str,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Clock = time.perf_counter_ns) -> None:
         self.host = host
         self.port = port
         self._host_header = host_header

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
 from labkit.nplusone.sites import format_site, skip_cache
@@ -46,7 +47,7 @@ class Watch:
     """
 
     def __init__(self, targets: tuple[Any, ...], threshold: int = DEFAULT_THRESHOLD, *, label: str = "",
-                 skip: tuple[str, ...] = (), clock: Callable[[], int] = time.perf_counter_ns,
+                 skip: tuple[str, ...] = (), clock: Clock = time.perf_counter_ns,
                  keep: int = 100) -> None:
         if not targets:
             raise BadInputError(
@@ -135,7 +136,7 @@ class Watch:
 
 
 def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", skip: tuple[str, ...] = (),
-          clock: Callable[[], int] = time.perf_counter_ns) -> Watch:
+          clock: Clock = time.perf_counter_ns) -> Watch:
     """Record every query made through *targets*; a context manager, a decorator, or ``start()/stop()``.
 
     Args:

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from labkit.bench import Clock
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.nplusone.sites import Decide, Hint, Known, site_of, skip_cache
 
