@@ -17,7 +17,8 @@ the same α after each batch would be *optional stopping*: with four looks at 5 
 often than it says. So the looks are planned before any counted round, and α is *spent* across them: look
 ``k`` (after ``n_k`` rounds of at most ``n_max``) tests at ``α_k = α · (n_k − n_{k−1}) / n_max`` and reads the
 ``1 − α_k`` interval (linear α-spending; four equal batches at α = 0.05 give 0.0125 per look and a 98.75 %
-interval). The α's of all planned looks add up to α, so by the union (Bonferroni) bound the chance that *any*
+interval). A look too early for the sign test ever to get below its α (``n`` rounds all one way give
+p = 2 / 2ⁿ) is not planned and its share goes to the next look. The α's of all planned looks add up to α, so by the union (Bonferroni) bound the chance that *any*
 look gives a false verdict is at most α, however the looks depend on one another (exactly so for the sign
 test, which assumes nothing about the samples' distribution; as nearly as the bootstrap interval holds its
 level for "same"). The plan is ``rounds``, ``2 × rounds`` … up to ``max_rounds``, cut to what ``max_time`` allows
@@ -171,7 +172,9 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             measured results — anything with a ``samples_ns`` attribute, such as a BenchResult or a
             load-test result, or plain sequences of durations in ns — compared as independent samples.
         names: labels for the two sides (default: function names, or "baseline"/"candidate").
-        rounds: interleaved A/B rounds to start with (callables only); each round takes one sample of each.
+        rounds: interleaved A/B rounds before the first look (callables only); each round takes one sample of
+            each. A look the sign test could never pass at its α is not planned (see :func:`plan_looks`), so
+            the first look may come later.
         max_rounds: while the verdict is still inconclusive, ``rounds`` more are added, up to this many
             (default: four times ``rounds``) — a clear difference is decided fast, a subtle one gets more data.
             Each look spends part of ``alpha`` (see the module docstring). Pass ``max_rounds=rounds`` for a
@@ -224,17 +227,22 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         raise BadInputError(f"max_time must be a positive number of seconds, got {max_time!r}")
     fns = (baseline, candidate)
     loops, warm = [], []
+    round_ns = 0.0  # the pace: one round's wall time, as the warm-up showed it
     for side, fn in enumerate(fns):
         if inputs is None:
             n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
             warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
+            round_ns += n * warm[-1][-1]
         else:
-            n = 1
-            warm.append([float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock))
-                         for w in range(max(1, warmup))])
+            n, timed = 1, []
+            for w in range(max(1, warmup)):
+                t0 = clock()
+                timed.append(float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock)))
+                built_and_timed = clock() - t0
+            warm.append(timed)
+            round_ns += built_and_timed  # building an input is not timed, but it takes the budget's time
         loops.append(n)
     # the plan is fixed here, before any counted round: how many rounds the time allows at the warm-up's pace
-    round_ns = sum(n * w[-1] for n, w in zip(loops, warm, strict=True))
     plan = plan_looks(rounds, max_rounds, alpha, affordable=max_time * 1e9 / round_ns if round_ns > 0 else None)
     samples: list[list[float]] = [[], []]
     started = clock()
@@ -273,11 +281,23 @@ def plan_looks(rounds: int, max_rounds: int, alpha: float, affordable: float | N
 
     Looks come after ``rounds``, ``2 × rounds`` … rounds, the last at ``max_rounds`` — or at ``affordable``
     rounds when that is fewer (never below ``rounds``: the first look always happens). Look ``k`` spends
-    ``α · (n_k − n_{k−1}) / n_last``; the spent α's add up to ``alpha`` (see the module docstring).
+    ``α · (n_k − n_{k−1}) / n_last``; the spent α's add up to ``alpha`` (see the module docstring). A look too
+    early for the sign test ever to reach its α (``n`` rounds all one way give p = 2 / 2ⁿ) is not planned:
+    its share goes to the next look; a single look is moved to the first round count that can.
     """
     last = max_rounds if affordable is None else max(rounds, min(max_rounds, int(affordable)))
     marks = [*range(rounds, last, rounds), last]
-    return tuple((n, alpha * (n - prev) / last) for prev, n in zip([0, *marks[:-1]], marks, strict=True))
+    while len(marks) > 1 and 2 * 0.5 ** marks[0] >= alpha * marks[0] / last:
+        marks.pop(0)  # cannot decide there: merged into the next look
+    plan = [(n, alpha * (n - prev) / last) for prev, n in zip([0, *marks[:-1]], marks, strict=True)]
+    if len(plan) == 1:
+        plan = [(max(plan[0][0], _fewest_rounds(alpha)), alpha)]
+    return tuple(plan)
+
+
+def _fewest_rounds(alpha: float) -> int:
+    """The fewest paired rounds in which the two-sided sign test can reach p < alpha (all rounds one way)."""
+    return math.floor(math.log2(2 / alpha)) + 1
 
 
 def _estimate(a: Any, b: Any, paired: bool, alpha_look: float, seed: int) -> RatioEstimate:

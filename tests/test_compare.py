@@ -171,14 +171,14 @@ def test_fresh_inputs_give_every_call_an_unseen_input_and_both_sides_the_same_on
         return ([k, k + 1, k + 2],)
 
     # WHEN they are compared on fresh inputs
-    c = compare(base, memo, inputs=inputs, rounds=5, max_rounds=5, warmup=1)
+    c = compare(base, memo, inputs=inputs, rounds=6, max_rounds=6, warmup=1)
 
     # THEN each side saw every round's input once, the same sequence, and the memo never had a hit to serve
     timed_b = [s for s in seen_by["base"] if s[0] >= 0]
     timed_m = [s for s in seen_by["memo"] if s[0] >= 0]
-    assert timed_b == timed_m == [(r, r + 1, r + 2) for r in range(5)]
+    assert timed_b == timed_m == [(r, r + 1, r + 2) for r in range(6)]
     assert len(cache) == len(seen_by["memo"])          # no input was ever answered from the cache
-    assert len(c.baseline_ns) == len(c.candidate_ns) == 5 and c.paired
+    assert len(c.baseline_ns) == len(c.candidate_ns) == 6 and c.paired
     assert all(k < 0 for k in made[:2])                 # warm-up inputs are never graded inputs
 
 
@@ -202,10 +202,21 @@ def test_the_plan_spends_alpha_across_the_looks():
     assert plan_looks(30, 120, 0.05, affordable=70.5) == ((30, 0.05 * 30 / 70), (60, 0.05 * 30 / 70),
                                                            (70, 0.05 * 10 / 70))
     assert plan_looks(30, 120, 0.05, affordable=3) == ((30, 0.05),)
-    for rounds, most, alpha in ((7, 64, 0.01), (30, 100, 0.05), (5, 6, 0.2)):
+    for rounds, most, alpha in ((7, 64, 0.01), (30, 100, 0.05), (5, 6, 0.2), (4, 16, 0.05)):
         plan = plan_looks(rounds, most, alpha)
         assert sum(a for _, a in plan) == pytest.approx(alpha)        # all of α, spread over the looks
-        assert plan[0][0] == rounds and plan[-1][0] == most
+        assert plan[0][0] >= rounds and plan[-1][0] == most
+        for n, a in plan:  # every planned look can decide: n rounds all one way reach p < its α
+            assert 2 * 0.5 ** n < a
+
+
+def test_looks_too_early_to_decide_are_not_planned():
+    # 4 rounds all one way give p = 0.125: never below the 0.0125 a first look of four may spend. That look is
+    # dropped and its share goes to the next one, which can decide (8 rounds: p = 0.0078 < 0.025)
+    assert plan_looks(4, 16, 0.05) == ((8, 0.025), (12, 0.0125), (16, 0.0125))
+    # a single look (a fixed design, or the time budget allowing only the first look) gets enough rounds
+    assert plan_looks(4, 16, 0.05, affordable=4) == ((6, 0.05),)
+    assert plan_looks(3, 3, 0.05) == ((6, 0.05),)
 
 
 def _false_verdict_rate(plan):
@@ -247,11 +258,12 @@ def test_the_interval_is_read_at_the_level_of_the_look_that_decided(clock, tmp_p
     assert "look" not in m.summary()
 
 
-def test_six_rounds_of_six_are_not_enough_at_the_first_of_four_looks(clock):
-    # 6 of 6 rounds faster is p = 0.031: enough for α = 0.05 once, not for the 0.0125 the first of four looks
-    # may spend, so the comparison goes on to the second look (12 rounds, p = 0.0005) and decides there
+def test_six_rounds_are_not_a_look_when_four_share_alpha(clock):
+    # 6 of 6 rounds faster is p = 0.031: enough for α = 0.05 once, never for the 0.0125 the first of four looks
+    # would spend; so the first look is planned at 12 rounds (spending 0.025), where it decides
     c = compare(lambda: clock.tick(2000), lambda: clock.tick(1000), rounds=6, min_sample_time=1e-7, clock=clock)
-    assert c.verdict == "faster" and (c.look, c.looks) == (2, 4) and len(c.baseline_ns) == 12
+    assert c.verdict == "faster" and (c.look, c.looks) == (1, 3) and len(c.baseline_ns) == 12
+    assert c.confidence == pytest.approx(0.975)
 
 
 def test_fresh_inputs_stay_fresh_across_looks(clock):
@@ -265,6 +277,6 @@ def test_fresh_inputs_stay_fresh_across_looks(clock):
         clock.tick(int(1000 * rng.choice([1.0, 1.6])))
 
     c = compare(noisy, noisy, inputs=lambda k: (k,), rounds=5, min_sample_time=1e-7, warmup=0, clock=clock)
-    # THEN it used every planned look, and each round's input was timed once per side, never reused
-    assert (c.look, c.looks) == (4, 4) and len(c.baseline_ns) == 20
+    # THEN it used every planned look (10, 15, 20 rounds), and each round's input was timed once per side
+    assert (c.look, c.looks) == (3, 3) and len(c.baseline_ns) == 20
     assert sorted(timed) == sorted(list(range(20)) * 2)
