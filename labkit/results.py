@@ -8,6 +8,7 @@ full disk never leaves a half-written result behind.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -63,10 +64,8 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Pat
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException as e:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(e, OSError):
             raise ResultsError(f"writing {target} failed: {e.strerror or e}. Check free space and "
                                "permissions, or choose another folder") from e

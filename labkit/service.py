@@ -151,7 +151,7 @@ def _spawner(q: queue.Queue) -> None:
         fn, fut = q.get()
         try:
             fut.set_result(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+        except BaseException as exc:  # handed back to the caller
             fut.set_exception(exc)
 
 

@@ -15,7 +15,7 @@ def test_endpoint_reads_server_timing_and_times_with_fake_clock() -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             body = b'{"item_count": 3}'
             self.send_response(200 if self.path != "/missing" else 404)
             self.send_header("Server-Timing", "db;dur=1.5;count=4, catalog;dur=2;count=3, total;dur=4")

@@ -427,9 +427,8 @@ def test_text_and_html_render_worst_first(tmp_path: Path) -> None:
 # --- budgets ----------------------------------------------------------------------------------------------
 def test_assert_max_queries_fails_with_suspects_in_message() -> None:
     conn = make_db(SubConnection)
-    with pytest.raises(QueryBudgetExceeded) as info:
-        with assert_max_queries(5, conn):
-            export_naive(conn)
+    with pytest.raises(QueryBudgetExceeded) as info, assert_max_queries(5, conn):
+        export_naive(conn)
     message = str(info.value)
     assert "13 queries, budget 5" in message
     assert "12× 'SELECT sku FROM items WHERE order_id = ?'" in message
@@ -442,9 +441,9 @@ def test_assert_max_queries_passes_within_budget_and_can_forbid_suspects() -> No
     with assert_max_queries(2, conn) as w:
         export_batched(conn)
     assert w.report.count == 2
-    with pytest.raises(QueryBudgetExceeded, match="N\\+1 suspect"):
-        with assert_max_queries(None, conn, allow_suspects=False):
-            export_naive(conn)
+    with pytest.raises(QueryBudgetExceeded, match="N\\+1 suspect"), assert_max_queries(None, conn,
+                                                                          allow_suspects=False):
+        export_naive(conn)
     check_budget(w.report, 2, allow_suspects=False)  # no raise
 
 

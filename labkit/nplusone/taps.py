@@ -29,6 +29,7 @@ Every tap records through ``Tap.record``, which finds the call site with the one
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 import threading
@@ -339,10 +340,8 @@ class _ObserverTap(Tap):
         self.target.observers.append(observer)
 
     def uninstall(self) -> None:
-        try:
+        with contextlib.suppress(ValueError):  # already gone: the client was reset meanwhile
             self.target.observers.remove(self._observer)
-        except ValueError:
-            pass
 
 
 _TAPS: dict[int, Tap] = {}

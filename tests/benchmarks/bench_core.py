@@ -40,7 +40,7 @@ from labkit.toyshop.core import (
 WARNINGS: dict[str, int] = {}
 
 
-def line(label: str, c) -> None:  # noqa: ANN001 - a labkit Comparison
+def line(label: str, c) -> None:  # c: a labkit Comparison
     import numpy as np
 
     a, b = np.median(c.baseline_ns), np.median(c.candidate_ns)
