@@ -114,13 +114,21 @@ class Tap:
         if params.__class__ is tuple and len(params) == 1:
             params, meta = params[0], self.meta1
         sinks = self.sinks
-        hint = self.hint if len(sinks) == 1 else None  # a hint holds for one set of skip rules
+        if len(sinks) == 1:  # the usual case, once per query: kept short
+            sink = sinks[0]
+            code, lasti = site_of(sink.known, sink.decide, self.hint)
+            buf = sink.buf
+            buf += (meta, statement, params, start_ns, duration_ns, code, lasti)
+            pos = len(buf) - REC + DUR
+            if buf[pos - 1] != start_ns or buf[pos - 3] is not statement:  # another thread appended meanwhile
+                pos = _slot(buf, statement, start_ns)
+            return [(buf, pos)] if pos >= 0 else []
         marks = []
         site: tuple[Any, int] = (None, 0)
         skip: Any = None  # the skip rules *site* was found with: sinks with the same rules share it
-        for sink in sinks:
+        for sink in sinks:  # nested watches: no hint, it holds for one set of skip rules
             if sink.skip != skip:
-                site, skip = site_of(sink.known, sink.decide, hint), sink.skip
+                site, skip = site_of(sink.known, sink.decide), sink.skip
             buf = sink.buf
             buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
             pos = _slot(buf, statement, start_ns)
@@ -144,11 +152,11 @@ class _CursorProxy:
 
     __slots__ = ("_cur", "_tap", "_clock", "_marks")
 
-    def __init__(self, cur: Any, tap: _WrappedSqliteTap, marks: Marks | None = None) -> None:
+    def __init__(self, cur: Any, tap: _WrappedSqliteTap, clock: Clock, marks: Marks) -> None:
         self._cur = cur
         self._tap = tap
-        self._clock = tap.clock
-        self._marks = marks or []  # where fetch time goes: buf[pos] for each sink
+        self._clock = clock
+        self._marks = marks  # where fetch time goes: buf[pos] for each sink
 
     def _exec(self, fn: Any, sql: str, args: tuple[Any, ...]) -> _CursorProxy:
         clock = self._clock
@@ -221,7 +229,7 @@ class _WrappedSqliteTap(Tap):
 
         def cursor(*args: Any, **kwargs: Any) -> Any:
             cur = orig_cursor(*args, **kwargs)
-            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap)
+            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap, clock, [])
 
         def wrap(name: str) -> Callable[..., Any]:
             fn = orig[name]
@@ -234,7 +242,7 @@ class _WrappedSqliteTap(Tap):
                 finally:
                     inside.active = False
                     marks = tap.record(sql, args[0] if args else None, t0, clock() - t0)
-                return _CursorProxy(cur, tap, marks)
+                return _CursorProxy(cur, tap, clock, marks)
 
             return run
 
