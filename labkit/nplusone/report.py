@@ -18,7 +18,7 @@ DEFAULT_THRESHOLD = 5  # more than 5 repeats of one shape in a block is a suspec
 
 
 # Cheap pre-normalisation used as the cache key, so that statements differing only in ids share one cache
-# entry (the full tokenizer costs ~10 µs). Only applied where it cannot change the final shape.
+# entry (the full tokenizer is far slower than these regexes). Only applied where it cannot change the final shape.
 _URL_IDS = re.compile(r"(?<=/)\d+(?=/|\?|$)|(?<==)\d+(?:,\d+)+(?=&|$)|(?<==)\d+(?=&|$)")
 _UNSAFE_FOR_KEY = re.compile(r"--|/\*|[\"`\[]|\w'")  # comments, quoted identifiers, x'..' blobs
 _SQL_LITERALS = re.compile(r"'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
