@@ -9,7 +9,8 @@ Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DE
 
     layout   aos | soa                quote pricing over per-line dicts vs NumPy columns
     buffers  grow | prealloc          fresh containers per call vs reused per-thread buffers
-    codec    json | orjson | msgpack  response encoding (the encoding module has more: msgspec, protobuf, pickle)
+    codec    json | orjson | msgspec | msgpack | protobuf   response encoding (pickle: encode() only)
+    compress none | gzip | zstd       response compression
     fields   full | trimmed           32 product fields per item vs 8
     cache    none | local             config lookup: load every time vs in-process snapshot
 
