@@ -367,7 +367,9 @@ def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measur
     df = frame.dropna(subset=["ratio"])
     return alt.Chart(df, title=title).mark_bar().encode(
         alt.Y("kind:N", title=None), alt.X("ratio:Q", title="candidate time / baseline time"),
-        alt.Color("kind:N", legend=None), alt.Row("experiment:N", title=None),
+        alt.Color("kind:N", legend=None),
+        alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAlign="left",
+                                                              labelFontWeight="bold")),
         tooltip=["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f")]).properties(width=440)
 
 
