@@ -75,14 +75,15 @@ class Endpoint:
         self._conn: http.client.HTTPConnection | None = None
         self.clock = clock
 
-    def get(self, path: str) -> Reply:
-        """GET ``path``; reconnects once if the kept-alive connection was closed by the server."""
+    def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
+        """GET ``path`` (with extra request ``headers``, e.g. ``{"Accept": "application/msgpack"}``);
+        reconnects once if the kept-alive connection was closed by the server."""
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             t0 = self.clock()
             try:
-                self._conn.request("GET", path)
+                self._conn.request("GET", path, headers=headers or {})
                 resp = self._conn.getresponse()
                 body = resp.read()
             except (http.client.HTTPException, OSError) as exc:
@@ -97,13 +98,19 @@ class Endpoint:
             return Reply(resp.status, elapsed, headers, body, timing)
         raise AssertionError("unreachable")
 
-    def caller(self, path: str, expect: int = 200) -> Callable[[], None]:
-        """A zero-argument function that GETs ``path`` and checks the status: for ``labkit.compare``."""
+    def caller(self, path: str, expect: int = 200, headers: dict[str, str] | None = None,
+               decode: Callable[[bytes], Any] | None = None) -> Callable[[], None]:
+        """A zero-argument function that GETs ``path`` and checks the status: for ``labkit.compare``.
+
+        ``decode``, if given, is called on every body inside the timed call — a client reads what it gets,
+        so an end-to-end comparison of formats includes the decoding side."""
 
         def call() -> None:
-            reply = self.get(path)
+            reply = self.get(path, headers)
             if reply.status != expect:
                 raise ServiceError(f"GET {path} answered {reply.status}, expected {expect}: {reply.body[:200]!r}")
+            if decode is not None:
+                decode(reply.body)
 
         call.__name__ = call.__qualname__ = path
         return call

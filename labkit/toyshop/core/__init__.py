@@ -9,7 +9,8 @@ Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DE
 
     layout   aos | soa                quote pricing over per-line dicts vs NumPy columns
     buffers  grow | prealloc          fresh containers per call vs reused per-thread buffers
-    codec    json | orjson | msgpack  response encoding
+    codec    json | orjson | msgspec | msgpack | protobuf   response encoding (pickle: encode() only)
+    compress none | gzip | zstd       response compression
     fields   full | trimmed           32 product fields per item vs 8
     cache    none | local             config lookup: load every time vs in-process snapshot
 
@@ -39,15 +40,18 @@ Pricing (:mod:`.lines`, :mod:`.pricing`) — integer cents and basis points, so 
     each layout and size, and the allocations and GC runs behind them. SoA carries a fixed per-call cost
     that AoS does not, so where they cross depends on the number of lines (``/quote?lines=N``).
 
-Encoding (:mod:`.encoding`) — same decoded content whatever the codec:
+Encoding (:mod:`.encoding`, :mod:`.schemas`, :mod:`.compression`) — same decoded content whatever the codec:
 
-    encode(payload, codec="json") -> bytes; decode(data, codec="json") -> object; MEDIA_TYPES[codec]
+    FORMATS[format] -> media type; CODECS[codec] -> formats it produces; MEDIA_TYPES[codec] (default format)
+    encode(payload, codec="json", *, format=None, schema=None) -> bytes
+    decode(data, codec="json", *, format=None, schema=None) -> object (typed Structs/messages with a schema)
+    to_builtins(decoded) -> the JSON baseline's content; SCHEMAS["export" | "order"]; codec_label(codec, fmt)
     encode_products(products, codec="json", fields="full") -> bytes     {"items": [selected fields...]}
     select_fields(product, fields="full") -> dict; PRODUCT_FIELDS (32, the dataset's products table),
     TRIMMED_FIELDS (8), FIELD_SETS; make_products(n, seed=0) -> list[dict] (no database needed)
+    compress(data, coding) / decompress(data, coding); CODINGS = none | gzip | zstd
 
-    ``tests/benchmarks/bench_core.py`` prints encode() alone and with the field selection a service does,
-    for each codec, and full against trimmed.
+    tests/benchmarks/bench_serialization.py prints every codec's encode/decode time and bytes side by side.
 
 Config cache (:mod:`.cache`):
 
@@ -71,16 +75,21 @@ Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the ba
 
 from labkit.toyshop.core.allocs import AllocationCount, count_allocations
 from labkit.toyshop.core.cache import CacheStats, ConfigCache
+from labkit.toyshop.core.compression import CODINGS, compress, decompress
 from labkit.toyshop.core.encoding import (
+    CODECS,
     FIELD_SETS,
+    FORMATS,
     MEDIA_TYPES,
     PRODUCT_FIELDS,
     TRIMMED_FIELDS,
+    codec_label,
     decode,
     encode,
     encode_products,
     make_products,
     select_fields,
+    to_builtins,
 )
 from labkit.toyshop.core.lines import (
     DEFAULT_TAX_RATES_BP,
@@ -100,6 +109,7 @@ from labkit.toyshop.core.pricing import (
     quote_soa_prealloc,
     release_buffers,
 )
+from labkit.toyshop.core.schemas import SCHEMAS
 from labkit.toyshop.core.variants import DEFAULTS, VARIANTS, check_variant, resolve_variants
 
 __all__ = [
@@ -125,8 +135,16 @@ __all__ = [
     "TRIMMED_FIELDS",
     "FIELD_SETS",
     "MEDIA_TYPES",
+    "FORMATS",
+    "CODECS",
+    "SCHEMAS",
+    "CODINGS",
     "encode",
     "decode",
+    "to_builtins",
+    "codec_label",
+    "compress",
+    "decompress",
     "select_fields",
     "encode_products",
     "make_products",
