@@ -129,7 +129,7 @@ def ab(comparison: Any, title: str | None = None) -> alt.LayerChart:
     """An A/B picture: each round's samples as dots, the medians as ticks, and the ratio's interval in the title."""
     df = _measured(comparison.to_frame())
     lo, hi = comparison.ci
-    title = title or f"{comparison.verdict}: ratio {comparison.ratio:.3f} (95% CI {lo:.3f}–{hi:.3f})"
+    title = title or f"{comparison.verdict}: ratio {comparison.ratio:.3f} ({comparison.ci_label} {lo:.3f}–{hi:.3f})"
     base = alt.Chart(df, title=title)
     dots = base.mark_circle(size=28, opacity=0.5).encode(
         alt.Y("name:N", title=None, sort=[comparison.baseline_name, comparison.candidate_name]),

@@ -273,17 +273,38 @@ def test_fuzz_no_endpoint_answers_500(client, template, segment, params, accept)
 
 def test_queue_switch_sheds_load_with_503(db):
     import asyncio
+    import threading
+    import time
 
     import httpx
 
-    # GIVEN one pool thread and room for one waiting request WHEN five arrive at once THEN three get 503
-    app = create_app(db, FakeCatalog.from_db(db, delay_ms=30), variants={"pool": 1, "queue": 1})
+    # GIVEN one pool thread, room for one waiting request, and a catalog that holds every call until released
+    gate = threading.Event()
+
+    class HeldCatalog(FakeCatalog):
+        def _fetch(self, path):
+            gate.wait(30)
+            return super()._fetch(path)
+
+    app = create_app(db, HeldCatalog.from_db(db), variants={"pool": 1, "queue": 1})
 
     async def burst():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://toyshop") as c:
-            return await asyncio.gather(*[c.get("/orders/1") for _ in range(5)])
+            tasks = [asyncio.create_task(c.get("/orders/1")) for _ in range(5)]
+            deadline = time.monotonic() + 30
+            while sum(t.done() for t in tasks) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            # WHEN five arrive while the first is held THEN three are shed at once, without waiting for it
+            shed = [t.result().status_code for t in tasks if t.done()]
+            gate.set()
+            return shed, sorted(r.status_code for r in await asyncio.gather(*tasks))
 
-    statuses = sorted(r.status_code for r in asyncio.run(burst()))
+    try:
+        shed, statuses = asyncio.run(burst())
+    finally:
+        gate.set()
+    assert shed == [503, 503, 503]
+    # AND the two admitted (one running, one queued) are served once the catalog answers
     assert statuses == [200, 200, 503, 503, 503]
 
 

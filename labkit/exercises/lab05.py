@@ -116,7 +116,7 @@ def _edge_cases(rng: random.Random) -> list[dict[str, Any]]:
     return [one, unknown, text]
 
 
-def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # noqa: A002 - the lab's word
+def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # the lab's word
           experiment: Experiment | None = None, *, rounds: int = 10, required_speedup: float = 2.0,
           max_share: float = 0.3, cases: int = 6, save: bool = True, seed: int | None = None) -> CheckResult:
     """Grade an encoder of the order payload for the courier app.

@@ -57,7 +57,7 @@ def trim_export(payload: dict[str, Any], fields: str) -> dict[str, Any]:
     core's :data:`TRIMMED_FIELDS` of each item's product (in place)."""
     if fields != "trimmed":
         return payload
-    orders = payload["orders"] if "orders" in payload else [payload]
+    orders = payload.get("orders", [payload])
     for order in orders:
         for item in order["items"]:
             if item["product"] is not None:

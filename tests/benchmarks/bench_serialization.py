@@ -40,7 +40,7 @@ PAIRS = [(c, f) for c, fs in CODECS.items() for f in fs if c != "json"]
 SERVED = ("orjson", "msgspec", "msgpack", "protobuf")  # pickle is never served
 
 
-def line(label: str, c) -> None:  # noqa: ANN001 - a labkit Comparison
+def line(label: str, c) -> None:  # a labkit Comparison
     a, b = np.median(c.baseline_ns), np.median(c.candidate_ns)
     lo, hi = c.ci
     print(f"  {label:<26} {format_duration(a):>9} → {format_duration(b):>9}   {c.speedup:6.2f}× "

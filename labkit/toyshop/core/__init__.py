@@ -34,15 +34,11 @@ Pricing (:mod:`.lines`, :mod:`.pricing`) — integer cents and basis points, so 
     dicts; one np.array call + vectorised checks), so a request pays only for the view its variant uses.
     ``lines.materialize()`` builds both, so a timed kernel never times a conversion.
 
-    Measured here (tests/benchmarks/bench_core.py, busy 2-vCPU VM, interleaved medians): SoA has a fixed
-    ~15–20 µs per call, so it *loses* below ~20 lines (0.65× at 10), then wins: 1.5× at 30, ~4× at 100,
-    ~25× at 1,000 lines (kernels only). Pricing SQL tuple rows, conversion included: 0.8× at 30, 1.8× at
-    100, 3.8× at 1,000 — converting rows to columns per request is O(n) Python work too. prealloc helps
-    AoS at every size (1.3–1.5×: no per-line dict, so no GC collections — 13 gen-0 runs per 10k-line call
-    before, none after — though the allocation count barely moves: boxed ints dominate it) and SoA only
-    for big arrays (2–5× at 100k lines, run to run; ~5 % slower at ≤10k lines, where malloc simply hands back the chunk just freed
-    and ``out=`` only adds call overhead).
-    The quote endpoint therefore shows the layout lesson best at ≥100 lines (``/quote?lines=N``).
+    How the variants compare is measured, not stated here: ``tests/benchmarks/bench_core.py`` prints, side
+    by side, SoA against AoS at each size (kernels only, and from SQL tuple rows with the conversion
+    included — converting rows to columns per request is O(n) Python work too), prealloc against grow for
+    each layout and size, and the allocations and GC runs behind them. SoA carries a fixed per-call cost
+    that AoS does not, so where they cross depends on the number of lines (``/quote?lines=N``).
 
 Encoding (:mod:`.encoding`, :mod:`.schemas`, :mod:`.compression`) — same decoded content whatever the codec:
 
@@ -63,8 +59,8 @@ Config cache (:mod:`.cache`):
     cache.get(key) (loads on a miss); cache.lookup(key) -> (hit, value) (never loads: for an async caller)
     cache.refresh(source=None)   copy-on-write swap of the whole snapshot, readers never lock
     cache.hits, cache.misses, cache.stats() -> CacheStats(hits, misses, refreshes, size).hit_ratio
-    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). Measured: 1,000 lookups against
-    in-memory SQLite, none → local (warm, hit ratio 0.97): ~22× (2.2 ms → 0.1 ms).
+    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). ``tests/benchmarks/bench_core.py``
+    prints none against local over in-memory SQLite, with the hit ratio.
 
 Allocations (:mod:`.allocs`):
 
@@ -72,7 +68,7 @@ Allocations (:mod:`.allocs`):
         peak_bytes, gc_collections, allocations, result)
       blocks/size_bytes: net growth left by the call (tracemalloc); peak_bytes: high-water mark during it;
       gc_collections: cyclic-GC runs during it; allocations: every allocator call, freed or not (memray;
-      None without memray) — e.g. encode_products(50 products): json ~4,400 vs orjson ~320
+      None without memray); ``tests/benchmarks/bench_core.py`` prints them for each variant
 
 Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the bad argument and what to use.
 """

@@ -12,9 +12,10 @@ request" has two honest readings here, both reported by :func:`count_allocations
   call that holds thousands of dicts at once pays for collections, and one that holds a few does not.
 
 * ``allocations``: every allocator call the call made, freed or not — the seed's "objects per request"
-  (120 → 18). tracemalloc cannot see freed temporaries, so this one comes from one more run under a
+  (the seed's figures: 120 → 18). tracemalloc cannot see freed temporaries, so this one comes from one more run under a
   ``memray.Tracker`` (Python allocators traced), minus the tracker's own few; ``None`` when memray is not
-  installed or another memray tracker is already active (``census=False`` skips it: it costs ~20–50 ms).
+  installed or another memray tracker is already active (``census=False`` skips it: it costs one more traced
+run of the call).
 
 Objects served from CPython's free lists (small dicts, lists, tuples, floats) reuse memory without calling
 the allocator, so they are invisible to both tools: the counts are a floor, not a census of objects.

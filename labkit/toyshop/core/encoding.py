@@ -101,7 +101,7 @@ CODECS: dict[str, tuple[str, ...]] = {
 MEDIA_TYPES: dict[str, str] = {codec: FORMATS[formats[0]] for codec, formats in CODECS.items()}
 
 
-def codec_label(codec: str, format: str | None = None) -> str:  # noqa: A002 - the word the lab uses
+def codec_label(codec: str, format: str | None = None) -> str:  # the word the lab uses
     """A short name for a codec producing a format: ``"orjson"``, ``"msgspec (msgpack)"``."""
     formats = CODECS.get(codec, (format,))
     return codec if len(formats) == 1 else f"{codec} ({format or formats[0]})"
@@ -144,7 +144,7 @@ _MSGSPEC_MSGPACK = msgspec.msgpack.Encoder()
 _TYPED: dict[tuple[str, str], Any] = {}  # (format, schema) -> msgspec Decoder for the schema's Struct, built once
 
 
-def _typed_decoder(format: str, schema: Schema) -> Any:  # noqa: A002
+def _typed_decoder(format: str, schema: Schema) -> Any:
     dec = _TYPED.get((format, schema.name))
     if dec is None:
         module = msgspec.json if format == "json" else msgspec.msgpack
@@ -152,7 +152,7 @@ def _typed_decoder(format: str, schema: Schema) -> Any:  # noqa: A002
     return dec
 
 
-def _encoder(codec: str, format: str, schema: Schema | None) -> Callable[[Any], bytes]:  # noqa: A002
+def _encoder(codec: str, format: str, schema: Schema | None) -> Callable[[Any], bytes]:
     if codec == "json":
         def stdlib(p: Any) -> bytes:
             try:
@@ -180,7 +180,7 @@ def _encoder(codec: str, format: str, schema: Schema | None) -> Callable[[Any], 
     return lambda p: pickle.dumps(p, protocol=5)
 
 
-def _decoder(codec: str, format: str, schema: Schema | None) -> Callable[[bytes], Any]:  # noqa: A002
+def _decoder(codec: str, format: str, schema: Schema | None) -> Callable[[bytes], Any]:
     if codec == "json":
         return json.loads
     if codec == "orjson":
@@ -199,19 +199,19 @@ def _decoder(codec: str, format: str, schema: Schema | None) -> Callable[[bytes]
     return lambda b: _NoGlobals(io.BytesIO(b)).load()
 
 
-def _resolve(codec: str, format: str | None, schema: str | Schema | None) -> tuple[str, Schema | None]:  # noqa: A002
+def _resolve(codec: str, format: str | None, schema: str | Schema | None) -> tuple[str, Schema | None]:
     formats = CODECS.get(codec)
     if formats is None:
         raise BadInputError(f"unknown codec {codec!r}: use one of {', '.join(CODECS)}")
     if format is None:
-        format = formats[0]  # noqa: A001
+        format = formats[0]
     elif format not in formats:
         raise BadInputError(f"codec {codec!r} cannot produce format {format!r}: it produces "
                             f"{', '.join(formats)}; formats are {', '.join(FORMATS)}")
     return format, check_schema(schema)
 
 
-def encode(payload: Any, codec: str = "json", *, format: str | None = None,  # noqa: A002
+def encode(payload: Any, codec: str = "json", *, format: str | None = None,
            schema: str | Schema | None = None) -> bytes:
     """Encode a JSON-ready ``payload`` with ``codec`` into ``format`` (default: the codec's first).
 
@@ -236,7 +236,7 @@ def encode(payload: Any, codec: str = "json", *, format: str | None = None,  # n
             "ints, finite floats, lists, dicts, str, bool, None)") from exc
 
 
-def decode(data: bytes, codec: str = "json", *, format: str | None = None,  # noqa: A002
+def decode(data: bytes, codec: str = "json", *, format: str | None = None,
            schema: str | Schema | None = None) -> Any:
     """Decode bytes made by :func:`encode` with the same ``codec`` and ``format``.
 
