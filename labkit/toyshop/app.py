@@ -152,7 +152,7 @@ class _Service:
         """The request's switches (process defaults overridden by query parameters) and its other params."""
         sw = {k: self.settings[k] for k in REQUEST_SWITCHES}
         params: dict[str, str] = {}
-        for key in request.query_params.keys():
+        for key in request.query_params:
             values = request.query_params.getlist(key)
             if len(values) > 1:
                 raise BadParam(key, f"parameter {key!r} given {len(values)} times; give it once")
