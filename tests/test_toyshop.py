@@ -339,17 +339,28 @@ def test_stats_counts_every_request_in_flight_not_only_those_in_the_pool(db):
     async def scenario():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://toyshop") as c:
-            assert (await c.get("/stats")).json() == {"in_flight": 0, "peak_in_flight": 0, "served": 0}
+            assert (await c.get("/stats")).json() == {"in_flight": 0, "peak_in_flight": 0, "served": 0,
+                                                      "time_in_app_ns": 0}
+            t_sent = time.perf_counter_ns()
             held = [asyncio.create_task(c.get(f"/customers/{cid}/export?n1=batched")) for cid in (1, 2, 5)]
             deadline = time.monotonic() + 30
             while (stats := (await c.get("/stats")).json())["in_flight"] < 3 and time.monotonic() < deadline:
                 await asyncio.sleep(0.005)
             # WHEN three requests wait on the catalog, THEN all three are in flight (and /stats is not counted)
-            assert stats == {"in_flight": 3, "peak_in_flight": 3, "served": 0}
+            assert stats == {"in_flight": 3, "peak_in_flight": 3, "served": 0, "time_in_app_ns": 0}
+            t_seen = time.perf_counter_ns()
+            await asyncio.sleep(0.05)
+            t_open = time.perf_counter_ns()
             gate.set()
             assert [r.status_code for r in await asyncio.gather(*held)] == [200, 200, 200]
             await c.get("/health")
-            assert (await c.get("/stats")).json() == {"in_flight": 0, "peak_in_flight": 3, "served": 4}
+            t_end = time.perf_counter_ns()
+            stats = (await c.get("/stats")).json()
+            assert {k: stats[k] for k in ("in_flight", "peak_in_flight", "served")} == \
+                {"in_flight": 0, "peak_in_flight": 3, "served": 4}
+            # AND the time inside the app is summed over the served requests: each held one was inside at
+            # least from when all three were seen until the gate opened, and no request longer than the test
+            assert 3 * (t_open - t_seen) <= stats["time_in_app_ns"] <= 4 * (t_end - t_sent)
 
     try:
         asyncio.run(scenario())

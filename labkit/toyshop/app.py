@@ -8,7 +8,8 @@ Endpoints (all GET; see ``/openapi.json``):
 - ``/quote?customer_id=ID`` or ``/quote?lines=N&seed=S``: pricing by the performance core
 - ``/config/{key}``: one config value
 - ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
-  and how many were served — for Little's law in the tail-latency lab; this request itself is not counted
+  how many were served and their summed time inside the app — for Little's law in the tail-latency lab;
+  this request itself is not counted
 - ``/openapi.json``
 
 Every response carries ``Server-Timing: parse;dur=…, db;dur=…;count=<queries>, catalog;dur=…;count=<calls>,
@@ -93,8 +94,10 @@ def apply_gc(mode: str) -> None:
 
 class _InFlight:
     """Counts the HTTP requests inside the app right now (parsing, queued for a pool thread, waiting on the
-    catalog, encoding: all of them), the peak, and how many were served. Pure ASGI middleware on the event
-    loop's thread, so plain integers suffice. ``/stats``, which reports the counts, is not counted itself."""
+    catalog, encoding: all of them), the peak, how many were served, and the time they spent inside the app
+    (``time_in_app_ns``, summed: with ``served``, the app's own mean time in system for Little's law). Pure ASGI
+    middleware on the event loop's thread, so plain integers suffice. ``/stats``, which reports the counts, is
+    not counted itself."""
 
     def __init__(self, app: Any, counter: _Counts) -> None:
         self.app, self.counts = app, counter
@@ -105,18 +108,20 @@ class _InFlight:
         c = self.counts
         c.in_flight += 1
         c.peak_in_flight = max(c.peak_in_flight, c.in_flight)
+        t0 = _clock()
         try:
             await self.app(scope, receive, send)
         finally:
             c.in_flight -= 1
             c.served += 1
+            c.time_in_app_ns += _clock() - t0
 
 
 class _Counts:
-    __slots__ = ("in_flight", "peak_in_flight", "served")
+    __slots__ = ("in_flight", "peak_in_flight", "served", "time_in_app_ns")
 
     def __init__(self) -> None:
-        self.in_flight = self.peak_in_flight = self.served = 0
+        self.in_flight = self.peak_in_flight = self.served = self.time_in_app_ns = 0
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
