@@ -45,33 +45,41 @@ def synthetic(rate: float | None, latencies_ms: list[float], *, achieved: float 
                       fingerprint=fp, name=name)
 
 
+def observation(load, t_s, in_flight, served, w_app_ns, mean_in_flight):
+    """An Observation whose service reports ``served`` running totals, each request ``w_app_ns`` inside the app,
+    and a count whose time average over the samples is ``mean_in_flight``."""
+    t_s = np.asarray(t_s, dtype=float)
+    now = np.round(t_s * 1e9).astype(np.int64) + 10**12
+    return Observation(result=load, t_s=t_s, in_flight=np.asarray(in_flight), served=np.asarray(served),
+                       time_in_app_ns=np.asarray(served) * w_app_ns, now_ns=now,
+                       in_flight_ns=np.round((now - now[0]) * mean_in_flight).astype(np.int64))
+
+
 def test_littles_law_from_the_clients_numbers_and_the_services_own():
-    # GIVEN 200 req/s, each request 5 ms from send to last byte, 4 ms of it inside the app
-    load = synthetic(200, [5.0] * 200)
-    obs = Observation(result=load, t_s=np.linspace(0, 1, 5), in_flight=np.array([0, 1, 1, 1, 2]),
-                      served=np.array([0, 50, 100, 150, 200]),
-                      time_in_app_ns=np.array([0, 50, 100, 150, 200]) * 4_000_000)
-    # THEN L = λ W from the client predicts 1.0, the app's own W gives 0.8, and the service counted 1.0
+    # GIVEN 200 req/s, each request 5 ms from send to last byte, 4 ms of it inside the app, and a service whose
+    # count averaged 0.8 over the run (its random samples happened to read lower)
+    obs = observation(synthetic(200, [5.0] * 200), np.linspace(0, 1, 5), [0, 1, 0, 1, 1], [0, 50, 100, 150, 200],
+                      4_000_000, 0.8)
+    # THEN L = λ W from the client predicts 1.0, the app's own W gives 0.8, and the service counted 0.8
     assert obs.arrival_rate == 200 and obs.time_in_system_s == pytest.approx(0.005)
     assert obs.predicted_in_flight == pytest.approx(1.0)
     assert obs.time_in_app_s == pytest.approx(0.004)
-    assert obs.measured_in_flight == pytest.approx(1.0) and obs.ratio == pytest.approx(1.0)
+    assert obs.measured_in_flight == pytest.approx(0.8) and obs.ratio == pytest.approx(0.8)
+    assert obs.sampled_in_flight == pytest.approx(0.6)
     assert "L predicted 1.00" in obs.summary() and "Inside the app W = 4.00 ms" in obs.summary()
     assert list(obs.to_frame().columns) == ["t_s", "in_flight", "name"]
 
 
 def test_an_observation_saves_and_loads(tmp_path):
-    obs = Observation(result=synthetic(100, [2.0] * 100), t_s=np.array([0.1, 0.5]), in_flight=np.array([0, 3]),
-                      served=np.array([10, 60]), time_in_app_ns=np.array([10, 60]) * 1_500_000)
+    obs = observation(synthetic(100, [2.0] * 100), [0.1, 0.5], [0, 3], [10, 60], 1_500_000, 0.15)
     back = Observation.load(obs.save(tmp_path / "obs.json"))
-    assert back.measured_in_flight == obs.measured_in_flight and back.time_in_app_s == pytest.approx(0.0015)
+    assert back.measured_in_flight == pytest.approx(0.15) and back.time_in_app_s == pytest.approx(0.0015)
     assert np.allclose(back.t_s, obs.t_s) and back.result.responses == 100
 
 
-def test_no_served_requests_between_samples_gives_no_app_time():
-    obs = Observation(result=synthetic(10, [1.0] * 10), t_s=np.array([0.1]), in_flight=np.array([0]),
-                      served=np.array([5]), time_in_app_ns=np.array([100]))
-    assert np.isnan(obs.time_in_app_s)
+def test_one_sample_gives_no_average_and_no_app_time():
+    obs = observation(synthetic(10, [1.0] * 10), [0.1], [0], [5], 100, 0.0)
+    assert np.isnan(obs.time_in_app_s) and np.isnan(obs.measured_in_flight)
 
 
 def test_runs_table_reads_every_run_at_a_glance():
@@ -140,9 +148,8 @@ def test_tail_rounds_compare_p99s_as_samples(tmp_path):
 
 
 def test_charts_build_from_values():
-    obs = Observation(result=synthetic(200, [5.0] * 200), t_s=np.linspace(0, 1, 50),
-                      in_flight=np.arange(50) % 3, served=np.arange(50) * 4,
-                      time_in_app_ns=np.arange(50) * 4 * 4_000_000)
+    obs = observation(synthetic(200, [5.0] * 200), np.linspace(0, 1, 50), np.arange(50) % 3, np.arange(50) * 4,
+                      4_000_000, 1.0)
     assert little_chart([obs, obs]).to_dict()["mark"]["type"] == "bar"
     assert len(in_flight_chart(obs).to_dict()["layer"]) == 3
     pts = [{"pool": 4, "offered": 100, "p99_ms": 3.0, "achieved": 100}, {"pool": 40, "offered": 100, "p99_ms": 9.0,
@@ -170,7 +177,9 @@ def test_on_a_real_service_the_law_the_probes_the_study_and_the_panel_work():
         # Little's law: samples come only from the measured window, and the law's two sides are both there
         obs = observe(svc.url, rate=50, paths=orders, duration_s=1.0, warmup_s=0.2, every_s=0.01)
         assert obs.in_flight.size > 20 and (obs.t_s >= 0).all() and (obs.t_s <= 1.2).all()
-        assert obs.predicted_in_flight > 0 and obs.measured_in_flight >= 0 and obs.time_in_app_s > 0
+        assert obs.predicted_in_flight > 0 and obs.measured_in_flight > 0 and obs.time_in_app_s > 0
+        # the service's exact average and λ × (its own W) describe the same requests: they agree closely
+        assert obs.measured_in_flight == pytest.approx(obs.arrival_rate * obs.time_in_app_s, rel=0.5)
         # Server-Timing of probes, with and without background load
         alone, none = stages_under_load(svc.url, [orders(i) for i in range(5)])
         assert none is None and set(alone["stage"]) >= {"wait", "db", "catalog", "other"} and alone.probe.nunique() == 5
@@ -194,3 +203,21 @@ def test_on_a_real_service_the_law_the_probes_the_study_and_the_panel_work():
         panel.stop()
     with pytest.raises(BadInputError):
         pool_panel(orders, pools=(1, 2), pool=40)
+
+
+def test_erlang_c_matches_the_textbook_and_bounds_where_a_pool_matters():
+    from labkit.queueing import erlang_c, rate_where_pool_fills
+
+    assert erlang_c(1, 0.5) == pytest.approx(0.5)            # M/M/1: an arrival waits with chance ρ
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert erlang_c(4, 2.0) == pytest.approx(0.17391, abs=1e-5)
+    assert erlang_c(3, 3.0) == 1.0 and erlang_c(5, 0.0) == 0.0
+    # one thread holding each request 5 ms: waits happen more than 1 % of the time above 2 req/s
+    assert rate_where_pool_fills(1, 0.005) == pytest.approx(2.0, rel=1e-6)
+    r4 = rate_where_pool_fills(4, 0.005)
+    assert erlang_c(4, r4 * 0.005) == pytest.approx(0.01, rel=1e-4) and r4 > 4 * rate_where_pool_fills(1, 0.005)
+    for bad in ((0, 1.0), (2, -1.0)):
+        with pytest.raises(BadInputError):
+            erlang_c(*bad)
+    with pytest.raises(BadInputError):
+        rate_where_pool_fills(2, 0.0)

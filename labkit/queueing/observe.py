@@ -2,21 +2,25 @@
 
     obs = observe(svc.url, rate=300, paths=orders, duration_s=5)
     obs.predicted_in_flight     # λ × W: the achieved rate times the mean time in system, from the load run
-    obs.measured_in_flight      # the mean of the service's own in-flight count (GET /stats), sampled meanwhile
-    obs.to_frame()              # one row per sample: t_s, in_flight
+    obs.measured_in_flight      # the service's own count of requests inside it, averaged over the run
+    obs.to_frame()              # one row per /stats sample: t_s, in_flight (for a timeline)
 
 Little's law (L = λ W) holds for any queue in a steady state, whatever the arrival or service distributions:
 the mean number inside equals the arrival rate times the mean time each spends inside. Here λ and W come
 from the client (responses per second; each request's time from its actual send to its last byte) and L
-from the server: toyshop counts every request between entering and leaving the app (``GET /stats``). The
-client's W also holds the loopback hop and the HTTP parsing before the app sees the request, so below the
-knee the prediction sits a little above the count; past the knee there is no steady state, the count grows
-for as long as the run lasts, and the law describes only the average of a queue still filling.
+from the server: toyshop counts every request between entering and leaving the app and keeps the count's
+integral over time, so the change of that integral between two reads of ``GET /stats``, over the time between
+them, is the exact mean number inside — no sampling. The client's W also holds the loopback hop and the HTTP
+parsing before the app sees the request, so below the knee the prediction sits above the count by that share;
+past the knee there is no steady state, the count grows for as long as the run lasts, and the law describes
+only the average of a queue still filling.
 
-The sampler asks ``/stats`` at random (exponentially spaced) moments, so its average is the time average
-(Poisson arrivals see time averages) and no period of the service is aliased; ``/stats`` itself is not
-counted by the service. :func:`stages_under_load` is the other look inside: Server-Timing stages of a few
-probe requests sent while load runs.
+Between those two reads, ``/stats`` is also asked at random (exponentially spaced) moments, for the timeline
+of the count (and its peak). Those samples are *not* an unbiased average: the service answers ``/stats`` on
+the same event loop as everything else, only once the loop is free, so a request busy in its last step
+(encoding, writing the response) has often left by the time it would be counted. ``/stats`` itself is never
+counted. :func:`stages_under_load` is the other look inside: Server-Timing stages of a few probe requests
+sent while load runs.
 """
 
 from __future__ import annotations
@@ -38,15 +42,18 @@ from labkit.load import LoadResult, run
 from labkit.load.result import decode_array, encode_array
 from labkit.results import Saveable
 
-__all__ = ["Observation", "observe", "stages_under_load", "StatsSampler"]
+__all__ = ["Observation", "observe", "stages_under_load", "StatsSampler", "FIELDS"]
+
+#: what the sampler keeps of each ``GET /stats`` answer (see :mod:`labkit.toyshop.app`)
+FIELDS = ("in_flight", "served", "time_in_app_ns", "in_flight_ns", "now_ns")
 
 
 class StatsSampler:
     """A thread that reads ``GET /stats`` of a toyshop at random moments (mean spacing ``every_s``).
 
-    ``start()``, then ``stop()`` returns four arrays: the times (``time.perf_counter_ns``), the in-flight
-    counts, and the running totals ``served`` and ``time_in_app_ns``. A context manager too. Errors (the
-    service went away) end the sampling and are kept in ``error``.
+    ``start()``, then ``stop()`` returns a 2-D array, one row per sample: the time it was asked
+    (``time.perf_counter_ns``) and :data:`FIELDS` of the answer. A context manager too. Errors (the service
+    went away) end the sampling and are kept in ``error``.
     """
 
     def __init__(self, base_url: str, every_s: float = 0.01, seed: int = 0) -> None:
@@ -58,7 +65,7 @@ class StatsSampler:
         self._host, self._port, self.every_s = parts.hostname, parts.port, every_s
         self._rng = random.Random(seed)
         self._stop = threading.Event()
-        self._rows: list[tuple[int, int, int, int]] = []
+        self._rows: list[tuple[int, ...]] = []
         self.error: str | None = None
         self._thread = threading.Thread(target=self._loop, name="labkit-stats-sampler", daemon=True)
 
@@ -70,7 +77,7 @@ class StatsSampler:
                 try:
                     conn.request("GET", "/stats")
                     d = json.loads(conn.getresponse().read())
-                    self._rows.append((t, int(d["in_flight"]), int(d["served"]), int(d.get("time_in_app_ns", 0))))
+                    self._rows.append((t, *(int(d[k]) for k in FIELDS)))
                 except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
                     self.error = f"{type(e).__name__}: {e}"
                     return
@@ -83,12 +90,11 @@ class StatsSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Stop; return the sample times (ns), in-flight counts, and the served and time-in-app totals."""
+    def stop(self) -> np.ndarray:
+        """Stop; return the samples, one row each: the time asked (ns), then :data:`FIELDS`."""
         self._stop.set()
         self._thread.join(10)
-        a = np.asarray(self._rows, dtype=np.int64).reshape(-1, 4)
-        return a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+        return np.asarray(self._rows, dtype=np.int64).reshape(-1, 1 + len(FIELDS))
 
     def __enter__(self) -> StatsSampler:
         return self.start()
@@ -107,6 +113,8 @@ class Observation(Saveable):
         in_flight: the service's count of requests inside it at that moment.
         served, time_in_app_ns: the service's running totals at that moment (requests served, and the time
             they spent inside the app), from which the app's own mean time in system follows.
+        in_flight_ns, now_ns: the integral of the service's count over time, and the service's clock, at that
+            moment: from the first and last sample, the exact mean number in flight in between.
     """
 
     KIND: ClassVar[str] = "observation"
@@ -117,6 +125,8 @@ class Observation(Saveable):
     in_flight: np.ndarray
     served: np.ndarray
     time_in_app_ns: np.ndarray
+    in_flight_ns: np.ndarray
+    now_ns: np.ndarray
 
     @property
     def arrival_rate(self) -> float:
@@ -145,7 +155,15 @@ class Observation(Saveable):
 
     @property
     def measured_in_flight(self) -> float:
-        """The time average of the service's own in-flight count over the measured window."""
+        """The service's own in-flight count, averaged exactly over the time between the first and the last
+        sample (its integral's change over the elapsed time, both from the service)."""
+        if self.now_ns.size < 2 or self.now_ns[-1] == self.now_ns[0]:
+            return float("nan")
+        return float(self.in_flight_ns[-1] - self.in_flight_ns[0]) / float(self.now_ns[-1] - self.now_ns[0])
+
+    @property
+    def sampled_in_flight(self) -> float:
+        """The mean of the random ``/stats`` samples: biased low (see the module docstring), for comparison."""
         return float(self.in_flight.mean()) if self.in_flight.size else float("nan")
 
     @property
@@ -168,8 +186,8 @@ class Observation(Saveable):
         """Little's law in one line."""
         return (f"{self.label}: λ = {self.arrival_rate:,.1f} req/s × W = {1e3 * self.time_in_system_s:,.2f} ms → "
                 f"L predicted {self.predicted_in_flight:.2f}; the service counted {self.measured_in_flight:.2f} "
-                f"in flight on average ({self.in_flight.size} samples, peak {int(self.in_flight.max(initial=0))}); "
-                f"measured/predicted {self.ratio:.2f}. Inside the app W = {1e3 * self.time_in_app_s:,.2f} ms "
+                f"in flight on average (peak seen {int(self.in_flight.max(initial=0))}); measured/predicted "
+                f"{self.ratio:.2f}. Inside the app W = {1e3 * self.time_in_app_s:,.2f} ms "
                 f"(λ × that = {self.arrival_rate * self.time_in_app_s:.2f})")
 
     def __str__(self) -> str:
@@ -180,16 +198,14 @@ class Observation(Saveable):
         return {"kind": self.KIND, "version": self.VERSION, "result": self.result.to_dict(),
                 "t_ns": encode_array(np.round(self.t_s * 1e9).astype(np.int64)),
                 "in_flight": encode_array(self.in_flight.astype(np.int64)),
-                "served": encode_array(self.served.astype(np.int64)),
-                "time_in_app_ns": encode_array(self.time_in_app_ns.astype(np.int64))}
+                **{k: encode_array(getattr(self, k).astype(np.int64)) for k in FIELDS[1:]}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Observation:
         """Rebuild an Observation saved with :meth:`to_dict`."""
         cls.check_header(data)
         return cls(result=LoadResult.from_dict(data["result"]), t_s=decode_array(data["t_ns"]) / 1e9,
-                   in_flight=decode_array(data["in_flight"]), served=decode_array(data["served"]),
-                   time_in_app_ns=decode_array(data["time_in_app_ns"]))
+                   **{k: decode_array(data[k]) for k in FIELDS})
 
 
 def _base(url: str) -> str:
@@ -218,14 +234,15 @@ def observe(url: str, *, every_s: float = 0.01, duration_s: float = 5.0, warmup_
     try:
         load = run(url, duration_s=duration_s, warmup_s=warmup_s, **run_kwargs)
     finally:
-        t_ns, counts, served, in_app = sampler.stop()
-    if sampler.error is not None and t_ns.size == 0:
+        rows = sampler.stop()
+    if sampler.error is not None and rows.shape[0] == 0:
         raise ServiceError(f"could not read {_base(url)}/stats ({sampler.error}): is this a toyshop service "
                            "(labkit.service.start()) and is it still running?")
     start = t0 + round(warmup_s * 1e9)
+    t_ns = rows[:, 0]
     keep = (t_ns >= start) & (t_ns < start + round(load.duration_s * 1e9))
-    return Observation(result=load, t_s=(t_ns[keep] - start) / 1e9, in_flight=counts[keep], served=served[keep],
-                       time_in_app_ns=in_app[keep])
+    return Observation(result=load, t_s=(t_ns[keep] - start) / 1e9,
+                       **{k: rows[keep, 1 + i] for i, k in enumerate(FIELDS)})
 
 
 def stages_under_load(url: str, probe_paths: list[str], *, rate: float | None = None, duration_s: float = 3.0,

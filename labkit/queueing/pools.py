@@ -9,7 +9,8 @@
 Why one *common* rate: a pool is judged by what users of the same service would see at the same traffic.
 The rate is a fraction of the **reference** pool's measured capacity (the service as shipped, ``pool=40``), so
 a pool that cannot carry it shows as overloaded -- a result, not an error. Capacity is measured with a closed
-loop kept busier than the pool (``concurrency`` ≥ 2 × pool): what the service completes flat out.
+loop, the same for every pool and busier than the largest (``concurrency`` = 2 × the largest pool, at least
+16): what the service completes flat out under the same pressure.
 
 A single load run's P99 comes with no honest interval (neighbouring requests share a queue, so its samples
 are not independent). :func:`tail_rounds` measures the tail the way ``labkit.compare`` needs: several short
@@ -26,7 +27,7 @@ from labkit.errors import BadInputError
 from labkit.load import LoadResult, run
 from labkit.results import Saveable
 
-__all__ = ["PoolStudy", "pool_study", "TailRounds", "tail_rounds", "OrderPaths", "order_paths"]
+__all__ = ["PoolStudy", "pool_study", "TailRounds", "tail_rounds", "OrderPaths", "order_paths", "Services"]
 
 PathPicker = Callable[[int], str]
 
@@ -40,6 +41,77 @@ class OrderPaths:
 
     def __call__(self, i: int) -> str:
         return f"/orders/{1 + (i * 7919) % self.n}"
+
+
+class Services:
+    """Running toyshops, one per (pool, queue) setting, started on first use and kept until :meth:`close`:
+    a lab that compares pool sizes pays each start once.
+
+        shop = Services()                 # start_kwargs (size=, cpus=, catalog_delay_ms=…) apply to every service
+        svc = shop.get(pool=40)           # started now; the same object the next time
+        pool_study([4, 40], paths=orders, start=shop.start)   # reuses them (and keeps the ones it starts)
+        shop.close()                      # stops every one
+
+    :meth:`start` has the signature of :func:`labkit.service.start` (``variants=`` with ``pool``/``queue``) and
+    returns a stand-in whose ``stop()`` and ``with`` block leave the service running: what ``pool_study(start=)``
+    and ``pool_panel(start=)`` take.
+    """
+
+    def __init__(self, **start_kwargs: Any) -> None:
+        self._kw = start_kwargs
+        self._running: dict[tuple[int, int], Any] = {}
+
+    def get(self, pool: int = 40, queue: int = 0) -> Any:
+        """The running service with ``pool`` threads and ``queue`` (0: unbounded), started if need be."""
+        key = (int(pool), int(queue))
+        svc = self._running.get(key)
+        if svc is None or not svc.alive:
+            from labkit.service import start
+
+            svc = self._running[key] = start(variants={"pool": key[0], "queue": key[1]}, **self._kw)
+        return svc
+
+    def start(self, *, variants: Mapping[str, Any] | None = None, **kwargs: Any) -> _Kept:
+        """Like :func:`labkit.service.start` for ``pool``/``queue`` variants, but kept running (see above)."""
+        v = dict(variants or {})
+        if set(v) - {"pool", "queue"} or kwargs:
+            raise BadInputError(f"Services.start varies only pool= and queue= (set the rest once, in Services(...)); "
+                                f"got variants={v!r} and {sorted(kwargs)}")
+        return _Kept(self.get(int(v.get("pool", 40)), int(v.get("queue", 0))))
+
+    def close(self) -> None:
+        """Stop every service started here."""
+        for svc in self._running.values():
+            svc.stop()
+        self._running.clear()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Services: {', '.join(f'pool={p} queue={q}' for p, q in self._running) or 'none running'}>"
+
+
+class _Kept:
+    """A running service lent out by :class:`Services`: everything reads through, stopping it does nothing."""
+
+    def __init__(self, service: Any) -> None:
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+    def stop(self, *args: Any, **kwargs: Any) -> None:
+        """Leaves the service running: :meth:`Services.close` stops it."""
+
+    def __enter__(self) -> _Kept:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 def order_paths(size: str = "small") -> OrderPaths:
@@ -176,10 +248,11 @@ def pool_study(pools: Sequence[int], *, paths: Sequence[str] | PathPicker, refer
     capacity: list[LoadResult] = []
     runs: list[tuple[LoadResult, ...]] = []
     rates: list[float] = []
+    flat_out = max(16, 2 * max(order))
     try:
         for pool in order:
             with start(variants={**base_variants, "pool": pool}, **start_kwargs) as svc:
-                cap = run(svc.url, concurrency=max(16, 2 * pool), duration_s=capacity_s, warmup_s=warmup_s,
+                cap = run(svc.url, concurrency=flat_out, duration_s=capacity_s, warmup_s=warmup_s,
                           paths=paths, progress=False, name=f"pool={pool} flat out")
                 capacity.append(cap)
                 if bar is not None:
