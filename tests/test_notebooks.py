@@ -25,6 +25,7 @@ BUDGET_S: dict[str, float] = {
     "01_latency_numbers.ipynb": 90,
     "02_nplusone.ipynb": 90,
     "05_serialization.ipynb": 90,
+    "07_tail_latency.ipynb": 90,
 }
 
 
