@@ -31,7 +31,7 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"charts", "check", "doctor", "errors", "latency", "load", "nplusone", "record", "results",
+_SUBMODULES = {"alloc", "charts", "check", "doctor", "errors", "latency", "load", "nplusone", "record", "results",
                "service", "stats", "toyshop", "trace", "exercises", "fingerprint"}
 
 
