@@ -5,12 +5,16 @@ A *trace* is the set of spans recorded for one request (or one notebook cell). I
 records into the trace that was current where it was started, and two concurrent requests never mix.
 
     with collect() as trace:
-        with span("db"):
+        with span("parse"):
             ...
-        trace.add_metric("db", count=12)
-    trace.server_timing()   # 'db;dur=0.412;count=12'
+        add("db", dur_ns, count=1)          # wherever the work happens: one call per query, say
+    trace.server_timing()   # 'parse;dur=0.051, db;dur=0.412;count=12'
 
-Spans opened while no trace is collecting cost one context-variable lookup and are dropped.
+:func:`add` is how a request's accounting is done: any code the request runs — on the event loop, in a worker
+thread started with a copied context, in an asyncio task — adds time and counts to a named metric of the
+request's trace, and every metric lands in its ``Server-Timing`` header. Adding a stage or a count (queries,
+allocations, cache hits, bytes) is one call at the place where it happens. Spans and :func:`add` called while no
+trace is collecting cost one context-variable lookup and are dropped.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from threading import get_ident
+from threading import Lock, get_ident
 from typing import Any, NamedTuple, TypeVar
 
 from labkit.errors import BadInputError
@@ -33,6 +37,7 @@ __all__ = [
     "Trace",
     "ServerTimingMetric",
     "span",
+    "add",
     "collect",
     "current",
     "format_server_timing",
@@ -79,12 +84,13 @@ class ServerTimingMetric:
 
 
 class Trace:
-    """The spans and metrics of one request. Appends are safe from several threads (list.append is atomic)."""
+    """The spans and metrics of one request. Safe to add to from several threads at once."""
 
     def __init__(self, clock: Clock = time.perf_counter_ns) -> None:
         self.clock = clock
-        self._spans: list[tuple[str, int, int, int]] = []  # plain tuples: cheap to make on every exit
+        self._spans: list[tuple[str, int, int, int]] = []  # plain tuples: cheap to make on every exit (atomic append)
         self._metrics: dict[str, dict[str, Any]] = {}
+        self._lock = Lock()
 
     @property
     def spans(self) -> tuple[Span, ...]:
@@ -98,22 +104,33 @@ class Trace:
             totals[name] = totals.get(name, 0) + end - start
         return totals
 
-    def add_metric(self, name: str, dur_ns: int | None = None, count: int | None = None,
-                   desc: str | None = None) -> None:
-        """Attach a metric for the Server-Timing header; a later call for the same name updates it."""
-        entry = self._metrics.setdefault(name, {})
-        if dur_ns is not None:
-            entry["dur_ns"] = dur_ns
-        if count is not None:
-            entry["count"] = count
-        if desc is not None:
-            entry["desc"] = desc
+    def add(self, name: str, dur_ns: int | None = None, count: int | None = None, desc: str | None = None) -> None:
+        """Add time and/or a count to the metric ``name`` (both accumulate); ``desc`` sets its description.
+
+        A metric that was only ever given a count shows ``count=`` without a duration; ``add("db", 0, count=0)``
+        declares a metric up front so the header shows it even when nothing happened.
+        """
+        if name not in _VALID_NAMES:
+            _check_name(name)
+        with self._lock:
+            entry = self._metrics.get(name)
+            if entry is None:
+                entry = self._metrics[name] = {}
+            if dur_ns is not None:
+                entry["dur_ns"] = entry.get("dur_ns", 0) + dur_ns
+            if count is not None:
+                entry["count"] = entry.get("count", 0) + count
+            if desc is not None:
+                entry["desc"] = desc
 
     def metrics(self) -> list[ServerTimingMetric]:
-        """Span totals merged with added metrics, ready to encode."""
-        merged: dict[str, dict[str, Any]] = {n: {"dur_ns": ns} for n, ns in self.totals_ns().items()}
-        for name, extra in self._metrics.items():
-            merged.setdefault(name, {}).update(extra)
+        """Added metrics (in the order first added) merged with span totals (a span's time adds to a metric of
+        the same name), ready to encode."""
+        with self._lock:
+            merged: dict[str, dict[str, Any]] = {n: dict(m) for n, m in self._metrics.items()}
+        for name, ns in self.totals_ns().items():
+            entry = merged.setdefault(name, {})
+            entry["dur_ns"] = entry.get("dur_ns", 0) + ns
         out = []
         for name, m in merged.items():
             params = {"count": str(m["count"])} if "count" in m else {}
@@ -202,6 +219,17 @@ def collect(clock: Clock = time.perf_counter_ns) -> Iterator[Trace]:
 def current() -> Trace | None:
     """The trace collecting in this context, or None."""
     return _current.get()
+
+
+def add(name: str, dur_ns: int | None = None, count: int | None = None, desc: str | None = None) -> None:
+    """Add time (ns) and/or a count to the metric ``name`` of the trace collecting in this context.
+
+    The per-request accounting call: ``add("db", elapsed, count=1)`` after a query, ``add("alloc", count=n)``.
+    Without a collecting trace it does nothing (one context-variable lookup). See :meth:`Trace.add`.
+    """
+    trace = _current.get()
+    if trace is not None:
+        trace.add(name, dur_ns, count, desc)
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

@@ -27,3 +27,14 @@ def clock() -> FakeClock:
 def _results_dir(tmp_path, monkeypatch):
     # results written by a test land in its own temporary folder, never in the checkout
     monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "results"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The notebooks' QUICK runs, slowest first, against their budgets (tests/test_notebooks.py: BUDGET_S)."""
+    times = getattr(config, "perflab_notebook_times", None)
+    if not times:
+        return
+    terminalreporter.section("notebook run times (QUICK; budget in brackets)")
+    for name, (secs, budget) in sorted(times.items(), key=lambda kv: -kv[1][0]):
+        mark = "   <-- OVER BUDGET: make its QUICK settings smaller" if secs > budget else ""
+        terminalreporter.write_line(f"{secs:7.1f} s  [{budget:.0f} s]  {name}{mark}")

@@ -1,7 +1,12 @@
-"""A learner's view: JupyterLab in headless Chromium runs a notebook and draws labkit's charts offline.
+"""A learner's view: JupyterLab in headless Chromium runs a lab, a panel is clicked, charts draw, all offline.
 
-Needs Debian's chromium and the playwright package (.ci/run installs chromium). Outside CI the test is
+Needs Debian's chromium and the playwright package (.ci/run installs chromium). Outside CI the tests are
 skipped when Chromium is missing; in CI (CI=true) a missing browser is a failure.
+
+JupyterLab serves a temporary copy of ``notebooks/`` (outputs never land in the checkout). Every request the
+page makes is watched: one that leaves 127.0.0.1 (or fails) fails the test. Labs with a panel add a test here
+with :func:`run_notebook` and :func:`click_panel`; each such test counts as one of the lab's (at most two)
+executions per suite run.
 """
 
 from __future__ import annotations
@@ -13,14 +18,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import nbformat
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
+LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")
+CHART = ".vega-embed canvas, .vega-embed svg.marks"
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -31,62 +40,107 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
+def _wait_until(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{what} within {timeout:.0f} s")
+
+
+def _up(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1)
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[str]:
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: .ci/run should have installed it (apt-get install chromium)")
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    settings = tmp_path / "settings"
+    tmp = tmp_path_factory.mktemp("lab")
+    shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
+    settings = tmp / "settings"
     (settings / "@jupyterlab/apputils-extension").mkdir(parents=True)
     (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(
-        "import labkit\nfrom labkit import charts\ncharts.enable_offline()\n"
-        "r = labkit.bench(sorted, list(range(200)), repeat=20)\ncharts.cdf(r)")]
-    nbformat.write(nb, tmp_path / "t.ipynb")
     port = _free_port()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings))
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), PERFLAB_RESULTS=str(tmp / "results"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
-         "--ServerApp.token=", "--ServerApp.password=", "--LabApp.news_url=None", f"--ServerApp.root_dir={tmp_path}"],
+         "--ServerApp.token=", "--ServerApp.password=", "--LabApp.news_url=None",
+         f"--ServerApp.root_dir={tmp / 'notebooks'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("JupyterLab did not start within 60 s")
+        _wait_until(lambda: _up(f"http://127.0.0.1:{port}/api/status"), 90, "JupyterLab did not start")
         yield f"http://127.0.0.1:{port}"
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
 
 
-def test_charts_render_in_jupyterlab_with_no_network(lab):
+@contextmanager
+def browser_page(url: str) -> Iterator[tuple]:
+    """A Chromium page on ``url`` and the lists of requests that failed or left the machine."""
     from playwright.sync_api import sync_playwright
 
     failed: list[str] = []
+    outside: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
         page.on("requestfailed", lambda r: failed.append(f"{r.url} -> {r.failure}"))
-        outside: list[str] = []
-        page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else None)
-        page.goto(f"{lab}/lab/tree/t.ipynb?reset", wait_until="domcontentloaded")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-        page.wait_for_timeout(2000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        # the chart is drawn by the anywidget front end shipped in the installed packages
-        page.wait_for_selector(".jp-OutputArea-output .vega-embed canvas, .jp-OutputArea-output .vega-embed svg.marks",
-                               timeout=120_000)
-        text = page.inner_text(".jp-OutputArea-output")
-        browser.close()
-    assert "Error" not in text
+        page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(LOCAL) else None)
+        page.goto(url, wait_until="domcontentloaded")
+        try:
+            yield page, failed, outside
+        finally:
+            browser.close()
+
+
+def run_notebook(page, timeout_s: float = 240) -> None:
+    """Run All Cells in the open notebook once its kernel is idle, and wait until every cell has run."""
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+
+    # the kernel must be up before Run All (no fixed sleep); JupyterLab sometimes asks which kernel to start
+    def kernel_ready() -> bool:
+        dialog = page.locator(".jp-Dialog .jp-mod-accept")
+        if dialog.count():
+            dialog.first.click()
+            return False
+        # the status bar reads "No Kernel | Initializing", then "Python 3 (ipykernel) | Idle" once it is up
+        return "| Idle" in (page.locator("#jp-main-statusbar").first.inner_text() or "")
+    _wait_until(kernel_ready, 90, "the kernel did not start")
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    # every code cell's prompt shows its execution count ("[3]:") once done; "[*]:" while queued or running
+    _wait_until(lambda: page.evaluate(
+        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.innerText);"
+        " return p.length > 0 && p.every(t => /\\[\\d+\\]/.test(t)); }"), timeout_s, "the notebook did not finish")
+
+
+def click_panel(page, index: int = 0, timeout_s: float = 120) -> None:
+    """Press Run on the ``index``-th labkit panel on the page and wait for its chart to be drawn."""
+    panel = page.locator(".labkit-panel").nth(index)
+    panel.wait_for(timeout=60_000)
+    panel.locator("button", has_text="Run").first.click()
+    panel.locator(f".labkit-panel-chart :is({CHART})").first.wait_for(timeout=timeout_s * 1000)
+
+
+def assert_offline(page, failed: list[str], outside: list[str]) -> None:
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+    assert not [e for e in errors if "Traceback" in e or "Error" in e], errors
     assert not failed, f"requests failed (something tried to reach the network): {failed}"
     assert not outside, f"requests left the machine: {outside}"
+
+
+def test_index_panel_runs_and_draws_its_chart_with_no_network(lab):
+    with browser_page(f"{lab}/lab/tree/index.ipynb?reset") as (page, failed, outside):
+        run_notebook(page)
+        click_panel(page)
+        assert "done" in page.locator(".labkit-panel").first.inner_text()
+        assert_offline(page, failed, outside)

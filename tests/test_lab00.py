@@ -1,6 +1,7 @@
-"""Lab 00's grader, both ways: the reference solution passes; the baseline and wrong answers do not."""
+"""Lab 00's grader: the reference passes; the baseline, a memo of it, hard-coded answers and wrong answers fail."""
 
 import pytest
+from graderkit import assert_grader, hard_coded, memoised
 
 from labkit.exercises import lab00
 from labkit.record import Experiment
@@ -15,16 +16,36 @@ def reference(items):
     return list(dict.fromkeys(items))
 
 
-def test_reference_solution_passes():
-    grade = lab00.check(reference, planned(), n=2000, rounds=6, save=False)
+def shown_inputs():
+    # every input a learner could see or guess: the notebook's make_items with small seeds and sizes
+    return [(lab00.make_items(n, seed=s),) for n in (2000, 1000, 500) for s in range(5)]
+
+
+GRADER_CASES = {
+    "grade": lambda fn: lab00.check(fn, planned(), rounds=6, save=False),
+    "reference": reference,
+    "baseline": lab00.unique_in_order,
+    "wrong": lambda items: list(set(items)),
+    "cheats": {"memoised": memoised(lab00.unique_in_order),
+               "hard-coded": hard_coded(lab00.unique_in_order, shown_inputs())},
+}
+
+
+def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_answers():
+    assert_grader(**GRADER_CASES)
+
+
+def test_a_passing_grade_says_so_and_concludes_the_record():
+    grade = lab00.check(reference, planned(), rounds=6, save=False, seed=7)
     assert grade.passed, str(grade)
-    assert "PASSED" in str(grade)
+    assert "PASSED" in str(grade) and "seed 7" in str(grade) and "your prediction" in grade.items[-1].message
 
 
-def test_baseline_fails_on_speed():
-    grade = lab00.check(lab00.unique_in_order, planned(), n=2000, rounds=6, save=False)
+def test_the_baseline_fails_on_speed_and_its_prediction_is_still_judged():
+    grade = lab00.check(lab00.unique_in_order, planned(), rounds=6, save=False)
     assert not grade.passed
     assert any(not i.ok and "need 'faster'" in i.message for i in grade.items)
+    assert "your prediction" in grade.items[-1].message
 
 
 @pytest.mark.parametrize("wrong", [
@@ -44,6 +65,14 @@ def test_crashing_solution_is_reported_not_raised():
 
 def test_placeholder_hypothesis_fails():
     todo = Experiment.plan("x", "TODO: what will you change?", predicted_ratio=1.0)
-    grade = lab00.check(reference, todo, n=1000, rounds=4, save=False)
+    grade = lab00.check(reference, todo, rounds=4, save=False)
     assert not grade.passed and any("replace the TODO" in i.message for i in grade.items)
-    assert not lab00.check(reference, None, n=1000, rounds=4, save=False).passed
+    assert not lab00.check(reference, None, rounds=4, save=False).passed
+
+
+def test_solution_is_shown_only_after_an_attempt(capsys):
+    lab00.EXERCISE.attempts = 0
+    assert "Try the exercise first" in lab00.solution()
+    lab00.check(lambda items: items, None, save=False)
+    assert "dict.fromkeys" in lab00.solution()
+    assert lab00.hint(1).startswith("Hint 1 of 3") and "hints 1 to 3" in lab00.hint(9)

@@ -423,15 +423,16 @@ def toyshop():
 
 def test_toyshop_export_naive_suspects_and_batched_clean(toyshop) -> None:
     from labkit.toyshop import dataset, export
-    from labkit.toyshop.usage import track
+    from labkit.trace import collect
 
     conn, cat = toyshop
     orders = dataset.LADDER[5]  # a ladder customer: 10 orders × 4 items
     items = orders * dataset.ITEMS_PER_LADDER_ORDER
-    with track() as usage, watch(conn, cat) as w:
+    with collect() as trace, watch(conn, cat) as w:
         naive = export.export_naive(conn, cat, 5)
     report = w.report
-    assert usage.db_count == 2 + orders + items  # the service's own accounting still works underneath
+    db_count = {m.name: m for m in trace.metrics()}["db"].count
+    assert db_count == 2 + orders + items  # the service's own accounting still works underneath
     assert report.count == 2 + orders + items + items
     counts = {s.shape: s.count for s in report.suspects}
     assert counts == {

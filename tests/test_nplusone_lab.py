@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+from graderkit import assert_grader, hard_coded, memoised
 
 from labkit.exercises import lab02
 
@@ -45,30 +46,72 @@ def reference_export(conn: sqlite3.Connection, catalog: Any, customer_id: int) -
     return {"customer": customer, "order_count": len(orders), "item_count": len(items), "orders": orders}
 
 
-def test_reference_solution_passes() -> None:
+def _wrong(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+    out = reference_export(conn, catalog, customer_id)
+    for order in out["orders"]:
+        order["items"].reverse()
+    return out
+
+
+def _seen_customers() -> list[tuple[Any, ...]]:
+    # every customer a learner could have tried in the lab: the ladder and the grader's fixed ones
+    from labkit.toyshop import catalog as catalog_mod
+    from labkit.toyshop import dataset, db
+
+    path = dataset.ensure("small")
+    conn, cat = db.connect(path), catalog_mod.FakeCatalog.from_db(path)
+    return [(conn, cat, c) for c in sorted({*dataset.LADDER, *lab02.CUSTOMERS})]
+
+
+GRADER_CASES = {
+    "grade": lambda fn: lab02.check(fn, rounds=4),
+    "reference": reference_export,
+    "baseline": lab02.baseline,
+    "wrong": _wrong,
+    "cheats": {"memoised": memoised(lab02.baseline, key=lambda conn, catalog, cid: cid),
+               "hard-coded": hard_coded(lab02.baseline, _seen_customers(), key=lambda conn, catalog, cid: cid,
+                                        fallback=lab02.baseline)},
+}
+
+
+def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_answers() -> None:
+    assert_grader(**GRADER_CASES)
+
+
+def test_reference_solution_passes_every_criterion() -> None:
     result = lab02.check(reference_export)
     assert result.passed, str(result)
     assert [i.ok for i in result.items] == [True, True, True]
     assert "no shape repeated per item" in result.items[1].message
 
 
-def test_naive_baseline_fails_on_budget_and_speed() -> None:
+def test_naive_baseline_fails_on_budget_naming_the_n_plus_one() -> None:
     result = lab02.check(lab02.baseline, rounds=4)
-    assert not result.passed
-    correct, budget, speed = result.items
+    correct, budget = result.items
     assert correct.ok  # the baseline is right, just slow
     assert not budget.ok and "N+1 suspect" in budget.message and "export.py" in budget.message
-    assert not speed.ok
+
+
+def test_a_memo_that_answers_without_querying_fails_the_budget() -> None:
+    # a cache that holds every customer's answer (warmed on all of them) makes no query at all: not a fix
+    from labkit.toyshop import catalog as catalog_mod
+    from labkit.toyshop import dataset, db
+
+    path = dataset.ensure("small")
+    conn, cat = db.connect(path), catalog_mod.FakeCatalog.from_db(path)
+    answers = {cid: reference_export(conn, cat, cid) for (cid,) in conn.execute("SELECT id FROM customers")}
+
+    def cached(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+        if customer_id not in answers:
+            return reference_export(conn, catalog, customer_id)
+        return answers[customer_id]
+
+    result = lab02.check(cached, conn=conn, catalog=cat, rounds=4)
+    assert not result.passed and "no queries and catalog calls at all" in result.items[-1].message
 
 
 def test_wrong_answer_stops_grading_with_where_it_differs() -> None:
-    def wrong(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
-        out = reference_export(conn, catalog, customer_id)
-        for order in out["orders"]:
-            order["items"].reverse()
-        return out
-
-    result = lab02.check(wrong)
+    result = lab02.check(_wrong)
     assert not result.passed and len(result.items) == 1
     assert "['items'][0]['line_no']" in result.items[0].message
 

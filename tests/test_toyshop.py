@@ -1,4 +1,4 @@
-"""toyshop in process: export variants, usage counts, the catalog app and fake, and the order service's HTTP
+"""toyshop in process: export variants, per-request counts, the catalog app and fake, and the order service's HTTP
 contract (Server-Timing, variants, 400/404, never 500) through Starlette's TestClient."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ with warnings.catch_warnings():  # Starlette 1.x nudges towards httpx2; httpx st
     from starlette.testclient import TestClient
 
 from labkit.errors import BadInputError
-from labkit.toyshop import usage
 from labkit.toyshop.app import create_app
 from labkit.toyshop.catalog import FakeCatalog
 from labkit.toyshop.catalog import create_app as create_catalog
@@ -24,7 +23,7 @@ from labkit.toyshop.dataset import LADDER, ensure
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, export_batched, export_join, export_naive, order_detail
 from labkit.toyshop.variants import REQUEST_SWITCHES, resolve
-from labkit.trace import parse_server_timing
+from labkit.trace import collect, parse_server_timing
 
 STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "total"]
 
@@ -91,12 +90,13 @@ def test_queries_and_catalog_calls_are_counted(conn, catalog, fn, queries, calls
     seen = []
     catalog.observers.append(lambda method, url, dur: seen.append((method, url, dur)))
     try:
-        with usage.track() as u:
+        with collect() as trace:
             fn(conn, catalog, 1)
     finally:
         catalog.observers.clear()
-    assert (u.db_count, u.catalog_count, len(seen)) == (queries, calls, calls)
-    assert u.db_ns > 0 and all(m == "GET" and url.startswith("fake://catalog/products") for m, url, _ in seen)
+    m = {x.name: x for x in trace.metrics()}
+    assert (m["db"].count, m["catalog"].count, len(seen)) == (queries, calls, calls)
+    assert m["db"].dur_ms > 0 and all(m == "GET" and url.startswith("fake://catalog/products") for m, url, _ in seen)
 
 
 def test_unknown_ids_raise_not_found(conn, catalog):
@@ -110,9 +110,10 @@ def test_unknown_ids_raise_not_found(conn, catalog):
 def test_concurrent_catalog_view_gives_same_answer(catalog):
     ids = list(range(1, 230))
     fanned = catalog.with_concurrency(4)
-    with usage.track() as u:
+    with collect() as trace:
         assert fanned.get_many(ids) == catalog.get_many(ids) == catalog.get_each(ids)
-    assert u.catalog_count == 5 + 5 + 229
+    # the fanned-out calls ran on worker threads and still counted into this trace
+    assert {x.name: x for x in trace.metrics()}["catalog"].count == 5 + 5 + 229
     assert fanned.observers is catalog.observers
 
 
@@ -220,7 +221,7 @@ def test_unknown_route_is_a_json_404(client):
 def test_openapi_lists_every_endpoint(client):
     schema = client.get("/openapi.json").json()
     assert set(schema["paths"]) == {"/health", "/customers/{customer_id}/export", "/orders/{order_id}",
-                                    "/quote", "/config/{key}"}
+                                    "/quote", "/config/{key}", "/stats"}
 
 
 def test_process_defaults_and_validation(db, catalog):
@@ -279,3 +280,41 @@ def test_fuzz_catalog_answers_no_500(catalog_http, segment, ids, extra):
     assert client.get(f"/products/{quote(segment, safe='')}").status_code in (200, 400, 404)
     resp = client.get("/products", params=[("ids", ",".join(ids)), *extra])
     assert resp.status_code in (200, 400), resp.text[:300]
+
+
+def test_stats_counts_every_request_in_flight_not_only_those_in_the_pool(db):
+    # GIVEN a catalog that holds every call until released, so requests stay in flight as long as we like
+    import asyncio
+    import threading
+    import time
+
+    import httpx
+
+    gate = threading.Event()
+
+    class HeldCatalog(FakeCatalog):
+        def _fetch(self, path):
+            gate.wait(30)
+            return super()._fetch(path)
+
+    app = create_app(db, HeldCatalog.from_db(db))
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://toyshop") as c:
+            assert (await c.get("/stats")).json() == {"in_flight": 0, "peak_in_flight": 0, "served": 0}
+            held = [asyncio.create_task(c.get(f"/customers/{cid}/export?n1=batched")) for cid in (1, 2, 5)]
+            deadline = time.monotonic() + 30
+            while (stats := (await c.get("/stats")).json())["in_flight"] < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            # WHEN three requests wait on the catalog, THEN all three are in flight (and /stats is not counted)
+            assert stats == {"in_flight": 3, "peak_in_flight": 3, "served": 0}
+            gate.set()
+            assert [r.status_code for r in await asyncio.gather(*held)] == [200, 200, 200]
+            await c.get("/health")
+            assert (await c.get("/stats")).json() == {"in_flight": 0, "peak_in_flight": 3, "served": 4}
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gate.set()

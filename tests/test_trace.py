@@ -5,7 +5,15 @@ import threading
 import pytest
 
 from labkit.errors import BadInputError
-from labkit.trace import ServerTimingMetric, collect, current, format_server_timing, parse_server_timing, span
+from labkit.trace import (
+    ServerTimingMetric,
+    add,
+    collect,
+    current,
+    format_server_timing,
+    parse_server_timing,
+    span,
+)
 
 
 def test_spans_with_fake_clock_are_exact(clock):
@@ -18,8 +26,41 @@ def test_spans_with_fake_clock_are_exact(clock):
             clock.tick(100_000)
     assert [s.dur_ns for s in trace.spans] == [1_500, 200_000, 100_000]
     assert trace.totals_ns() == {"parse": 1_500, "db": 300_000}
-    trace.add_metric("db", count=2)
-    assert trace.server_timing() == "parse;dur=0.002, db;dur=0.300;count=2"
+    trace.add("db", count=2)
+    assert trace.server_timing() == "db;dur=0.300;count=2, parse;dur=0.002"
+
+
+def test_add_accumulates_time_and_counts_from_many_threads_into_the_request_that_started_them(clock):
+    # GIVEN a request's trace, and work that adds to it from the event loop and from worker threads
+    with collect(clock) as trace:
+        trace.add("db", 0, count=0)                     # declared up front: shown even if nothing happens
+        trace.add("cache", count=0)
+
+        def query():
+            for _ in range(1000):
+                add("db", 5, count=1)
+
+        ctx = contextvars.copy_context()
+        threads = [threading.Thread(target=ctx.copy().run, args=(query,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        add("gc", 1_000_000, count=2, desc="process-wide")
+        with span("db"):
+            clock.tick(10_000)
+    # THEN every add landed, none was lost to a race, spans and adds of one name are summed
+    m = {x.name: x for x in trace.metrics()}
+    assert m["db"].count == 4000 and m["db"].dur_ms == (4000 * 5 + 10_000) / 1e6
+    assert m["cache"].count == 0 and m["cache"].dur_ms is None
+    assert (m["gc"].count, m["gc"].desc) == (2, "process-wide")
+    assert trace.server_timing().startswith("db;dur=0.030;count=4000, cache;count=0, gc;dur=1.000;")
+
+
+def test_add_outside_a_trace_is_a_no_op_and_checks_names():
+    add("db", 5, count=1)  # no trace collecting: dropped
+    with collect() as trace, pytest.raises(BadInputError, match="not a valid Server-Timing token"):
+        trace.add("bad name", 1)
 
 
 def test_span_as_decorator_sync_and_async(clock):

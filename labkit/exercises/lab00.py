@@ -10,11 +10,20 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from labkit.check import CheckResult, Item
-from labkit.compare import compare
+from labkit.check import (
+    CheckResult,
+    Exercise,
+    Item,
+    failed,
+    fresh_seed,
+    not_callable,
+    passed,
+    same_answers,
+    speed,
+)
 from labkit.record import Experiment
 
-__all__ = ["unique_in_order", "check", "make_items"]
+__all__ = ["unique_in_order", "check", "make_items", "hint", "solution"]
 
 
 def unique_in_order(items: Sequence[Hashable]) -> list[Hashable]:
@@ -33,48 +42,72 @@ def make_items(n: int, distinct: int | None = None, seed: int = 0) -> list[int]:
     return [rng.randrange(distinct) for _ in range(n)]
 
 
-def _cases() -> list[list[Any]]:
-    return [[], [1], [3, 1, 3, 2, 1], ["b", "a", "b", "c"], [(1, 2), (1, 2), 0, 0.0, False],
-            make_items(500, 50, seed=1), make_items(2000, 2000, seed=2)]
+def _reference(items: Sequence[Hashable]) -> list[Hashable]:
+    # a dict remembers insertion order and finds a key by hashing: one O(1) step per item instead of a scan
+    return list(dict.fromkeys(items))
+
+
+EXERCISE = Exercise(
+    "Lab 00 — a faster unique_in_order",
+    hints=("Time goes into `item not in seen`: how long does that take when `seen` holds a thousand items?",
+           "A set or a dict answers 'have I seen this?' in one hash lookup, whatever its size.",
+           "Keep the order with a dict (insertion-ordered since Python 3.7): `list(dict.fromkeys(items))`, "
+           "or a set for membership beside the output list."),
+    solution=_reference,
+)
+hint = EXERCISE.hint
+solution = EXERCISE.solution
+
+
+def _cases(rng: random.Random) -> list[tuple[list[Any]]]:
+    fixed: list[list[Any]] = [[], [1], [3, 1, 3, 2, 1], ["b", "a", "b", "c"], [(1, 2), (1, 2), 0, 0.0, False]]
+    fresh = [make_items(rng.randrange(50, 600), rng.randrange(1, 300), seed=rng.randrange(2**31)) for _ in range(3)]
+    return [(case,) for case in fixed + fresh]
+
+
+def _same(want: list[Any], got: Any) -> bool:
+    got = list(got)
+    return got == want and [type(x) for x in got] == [type(x) for x in want]
 
 
 def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment | None = None, *,
-          n: int = 2000, rounds: int = 10, required_speedup: float = 2.0, save: bool = True) -> CheckResult:
+          n: int = 2000, rounds: int = 10, required_speedup: float = 2.0, save: bool = True,
+          seed: int | None = None) -> CheckResult:
     """Grade a faster ``unique_in_order``.
 
-    Criteria, in order: (1) the same answer as the baseline on every case (order kept, first occurrence
-    wins, ``0``/``0.0``/``False`` treated as Python treats them); (2) an experiment record planned with a
-    hypothesis in your words and a predicted ratio; (3) measured interleaved against the baseline on ``n``
-    items, the verdict is "faster" by at least ``required_speedup``. The record is concluded with that
-    measurement (and saved when ``save``); whether your prediction held is reported, not graded.
+    Criteria, in order: (1) the same answer as the baseline on fixed edge cases and on fresh random inputs
+    (order kept, first occurrence wins, ``0``/``0.0``/``False`` treated as Python treats them); (2) an
+    experiment record planned with a hypothesis in your words and a predicted ratio; (3) timed interleaved
+    against the baseline on fresh inputs of ``n`` items — a new input for every call, so no cache can answer —
+    the verdict is "faster" by at least ``required_speedup``. The record is concluded with that measurement
+    (and saved when ``save``); whether your prediction held is reported, not graded. ``seed`` reproduces a
+    grading run (a new one is drawn each time by default).
     """
-    title = "Lab 00 — a faster unique_in_order"
-    if not callable(solution):
-        return CheckResult(title, (Item(False, f"pass your function itself, not {type(solution).__name__}"),))
-    items: list[Item] = []
-    for case in _cases():
-        try:
-            got = list(solution(list(case)))
-        except Exception as e:  # the learner's code may raise anything; report it, don't crash the grader
-            return CheckResult(title, (Item(False, f"your function raised {type(e).__name__}: {e} on {case[:6]!r}…"),))
-        want = unique_in_order(case)
-        if got != want or [type(x) for x in got] != [type(x) for x in want]:
-            return CheckResult(title, (Item(False, f"wrong answer on {case[:8]!r}{'…' if len(case) > 8 else ''}: "
-                                                   f"expected {want[:8]!r}, got {got[:8]!r}"),))
-    items.append(Item(True, "same answers as the baseline on every case (order and first occurrence kept)"))
-    planned = (isinstance(experiment, Experiment) and experiment.predicted_ratio is not None
-               and "TODO" not in experiment.hypothesis)
-    items.append(Item(planned, "experiment planned with your hypothesis and a predicted ratio" if planned else
-                      "plan the experiment first: replace the TODO with your hypothesis and set predicted_ratio "
-                      "(your expected time / baseline time) in Experiment.plan(...)"))
-    c = compare(unique_in_order, solution, make_items(n), rounds=rounds, min_sample_time=0.002,
-                names=("baseline", "yours"))
-    fast = c.verdict == "faster" and c.speedup >= required_speedup
-    items.append(Item(fast, f"measured on {n} items: {c.summary()}"
-                      + ("" if fast else f" — need 'faster' by at least {required_speedup:g}×")))
-    if planned and experiment is not None:
-        done = experiment.conclude(c)
+    refused = not_callable(EXERCISE, solution)
+    if refused is not None:
+        return refused
+    seed = fresh_seed() if seed is None else seed
+    rng = random.Random(seed)
+
+    def planned() -> Item:
+        ok = (isinstance(experiment, Experiment) and experiment.predicted_ratio is not None
+              and "TODO" not in experiment.hypothesis)
+        return passed("experiment planned with your hypothesis and a predicted ratio") if ok else failed(
+            "no experiment planned", hint="replace the TODO with your hypothesis and set predicted_ratio (your "
+            "expected time / baseline time) in Experiment.plan(...)")
+
+    def fast_then_concluded() -> tuple[Item, ...]:
+        base = rng.randrange(2**31)
+        item = speed(unique_in_order, solution, inputs=lambda k: (make_items(n, seed=base + k),),
+                     required_speedup=required_speedup, rounds=rounds, what=f"fresh inputs of {n} items")
+        c = item.detail
+        if experiment is None or c is None:
+            return (item,)
+        done = experiment.conclude(c)  # the prediction is judged whether or not the speed passed
         where = f"; saved to {done.save()}" if save else ""
-        items.append(Item(True, f"your prediction ({experiment.predicted_ratio:g}) vs measured ({c.ratio:.3g}): "
-                                f"{done.outcome}{where}"))
-    return CheckResult(title, tuple(items))
+        return item, passed(f"your prediction ({experiment.predicted_ratio:g}) vs measured ({c.ratio:.3g}): "
+                            f"{done.outcome}{where}")
+
+    result = EXERCISE.grade(lambda: same_answers(solution, unique_in_order, _cases(rng), same=_same),
+                            planned, fast_then_concluded)
+    return CheckResult(f"{result.title} (seed {seed})", result.items)

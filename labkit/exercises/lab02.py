@@ -5,10 +5,11 @@ The learner writes ``my_export(conn, catalog, customer_id) -> dict`` with the si
 
 1. **correctness** — the same dict as the baseline for a range of customers (no orders, one order, many), and
    the same ``NotFoundError`` for an unknown customer; a wrong answer stops the grading there;
-2. **query budget** — on the customer with the most items, at most ``max_queries`` queries and catalog calls in
-   total, and no shape repeated more than ``threshold`` times (``labkit.nplusone.watch`` decides);
-3. **speed** — ``labkit.compare`` interleaving baseline and solution: verdict ``faster`` by at least
-   ``required_speedup``.
+2. **query budget** — on a customer the correctness pass never saw (40 items or more), at most ``max_queries``
+   queries and catalog calls in total, no shape repeated more than ``threshold`` times
+   (``labkit.nplusone.watch`` decides), and at least one: an export that makes no query is a cached answer;
+3. **speed** — ``labkit.compare`` interleaving baseline and solution on fresh customers (a different one
+   each round): verdict ``faster`` by at least ``required_speedup``.
 
 By default the grader runs in process: the small dataset and a :class:`labkit.toyshop.catalog.FakeCatalog`
 that sleeps ``catalog_delay_ms`` per call — an *emulated* round trip about as long as a loopback HTTP call,
@@ -18,18 +19,29 @@ catalog process instead.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from labkit.check import CheckResult, Item
+from labkit.check import (
+    CheckResult,
+    Exercise,
+    Item,
+    budget,
+    failed,
+    fresh_seed,
+    not_callable,
+    passed,
+    same_answers,
+    speed,
+)
+from labkit.toyshop.dataset import LADDER
 
-__all__ = ["baseline", "check", "CUSTOMERS", "TIMED_CUSTOMER"]
+__all__ = ["baseline", "check", "hint", "solution", "CUSTOMERS"]
 
 #: ladder customers graded for correctness: 0, 1, 2, 10 and 50 orders of 4 items, plus one skewed customer.
 CUSTOMERS = (9, 2, 3, 5, 1, 42)
-#: the customer timed and budgeted: 50 orders × 4 items.
-TIMED_CUSTOMER = 1
 _UNKNOWN = 10**9
 
 
@@ -71,55 +83,49 @@ def _diff(want: Any, got: Any, where: str = "") -> str:
     return f"{where}: expected {want!r:.80}, got {got!r:.80}"
 
 
-def _correct(solution: Callable[..., Any], conn: sqlite3.Connection, catalog: Any,
-             customers: tuple[int, ...]) -> Item:
-    from labkit.toyshop.db import NotFoundError
-
-    for cid in customers:
-        want = baseline(conn, catalog, cid)
-        try:
-            got = solution(conn, catalog, cid)
-        except Exception as e:  # the learner's code may raise anything: report it, don't crash the grader
-            return Item(False, f"customer {cid}: your export raised {type(e).__name__}: {e}")
-        if got != want:
-            return Item(False, f"customer {cid}: not the baseline's answer — {_diff(want, got)}")
-    try:
-        solution(conn, catalog, _UNKNOWN)
-    except NotFoundError:
-        pass
-    except Exception as e:
-        return Item(False, f"unknown customer: expected NotFoundError (as the baseline raises), got "
-                           f"{type(e).__name__}: {e}")
-    else:
-        return Item(False, "unknown customer: expected NotFoundError (as the baseline raises), got an answer")
-    return Item(True, f"same answer as the baseline for customers {', '.join(map(str, customers))}, and "
-                      "NotFoundError for an unknown one")
+def _item_counts(conn: sqlite3.Connection) -> dict[int, int]:
+    rows = conn.execute("SELECT o.customer_id, COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id "
+                        "GROUP BY o.customer_id").fetchall()
+    return {int(c): int(n) for c, n in rows}
 
 
-def _budget(solution: Callable[..., Any], conn: sqlite3.Connection, catalog: Any, customer: int,
-            max_queries: int, threshold: int) -> tuple[Item, Any]:
+def _queries(conn: sqlite3.Connection, catalog: Any, threshold: int) -> Callable[..., float]:
+    """The budget's meter: SQL queries + catalog calls of one call, N+1 suspects kept for the message."""
     from labkit.nplusone import watch
 
-    with watch(conn, catalog, threshold=threshold) as w:
-        solution(conn, catalog, customer)
-    report = w.report
-    sql = sum(1 for q in report.queries if q.kind == "sql")
-    http = report.count - sql
-    ok = report.count <= max_queries and report.clean
-    msg = f"customer {customer}: {sql} SQL queries + {http} catalog calls = {report.count} (budget {max_queries})"
-    if report.suspects:
-        worst = report.suspects[0]
-        msg += f"; N+1 suspect: {worst.count}× {worst.shape!r} at {worst.site}"
-    elif ok:
-        msg += ", no shape repeated per item"
-    return Item(ok, msg), report
+    def meter(fn: Callable[..., Any], *args: Any) -> float:
+        with watch(conn, catalog, threshold=threshold) as w:
+            fn(*args)
+        meter.report = w.report  # type: ignore[attr-defined]
+        return float(w.report.count)
+    return meter
+
+
+def _reference(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+    """The reference: labkit.toyshop.export.export_batched (IN-list batches, bounded catalog batches)."""
+    from labkit.toyshop.export import export_batched
+
+    return export_batched(conn, catalog, customer_id)
+
+
+EXERCISE = Exercise(
+    "Lab 02 — a batched export",
+    hints=("Count the queries per customer with labkit.nplusone.watch: which shapes repeat once per order, "
+           "once per item?",
+           "Fetch all the orders' items in one query with WHERE order_id IN (?, ?, …), and all product names in "
+           "another; ask the catalog for many products in one call (catalog.get_many).",
+           "Build dicts keyed by id from the batched rows, then assemble the same nested answer in one pass; "
+           "keep the ORDER BY of the baseline so the items come out in the same order."),
+    solution=_reference,
+)
+hint = EXERCISE.hint
+solution = EXERCISE.solution
 
 
 def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], *,
           conn: sqlite3.Connection | None = None, catalog: Any = None, size: str = "small",
-          customers: tuple[int, ...] = CUSTOMERS, timed_customer: int = TIMED_CUSTOMER, max_queries: int = 12,
-          threshold: int = 5, rounds: int = 10, required_speedup: float = 1.5,
-          catalog_delay_ms: float = 0.05) -> CheckResult:
+          customers: tuple[int, ...] = CUSTOMERS, max_queries: int = 12, threshold: int = 5, rounds: int = 10,
+          required_speedup: float = 1.5, catalog_delay_ms: float = 0.05, seed: int | None = None) -> CheckResult:
     """Grade a batched export against the N+1 baseline.
 
     Args:
@@ -128,29 +134,60 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], *,
         catalog: a catalog client (default: an in-process ``FakeCatalog`` over the same dataset, sleeping
             ``catalog_delay_ms`` per call).
         size: dataset size when ``conn``/``catalog`` are not given.
-        customers: customers whose answers must match the baseline's.
-        timed_customer: the customer budgeted and timed (the ladder's 50 orders × 4 items by default).
-        max_queries: SQL queries + catalog calls allowed for ``timed_customer``.
+        customers: customers whose answers must match the baseline's (three more are drawn at random).
+        max_queries: SQL queries + catalog calls allowed for one export of a customer with 40 items or more.
         threshold: a shape repeated more than this is an N+1 suspect and fails the budget.
         rounds: interleaved A/B rounds for the speed check.
         required_speedup: how many times faster than the baseline the solution must be.
         catalog_delay_ms: the default fake catalog's emulated round trip per call (ignored with ``catalog=``).
+        seed: reproduces a grading run (a new one is drawn each time by default).
+
+    The budget and the speed are measured on customers the correctness pass never saw (40 items or more,
+    drawn from the run's seed; every timed call gets another one), so an answer cached or hard-coded for the
+    customers you tried cannot pass, and an export that makes no query at all fails the budget.
 
     Returns:
         A :class:`labkit.check.CheckResult`: correctness, then the query budget, then the speed-up.
     """
-    from labkit.compare import compare
-
-    title = "Lab 02 — a batched export"
-    if not callable(solution):
-        return CheckResult(title, (Item(False, f"pass your function itself, not {type(solution).__name__}"),))
+    refused = not_callable(EXERCISE, solution)
+    if refused is not None:
+        return refused
+    seed = fresh_seed() if seed is None else seed
+    rng = random.Random(seed)
     conn, catalog = _context(conn, catalog, size, catalog_delay_ms)
-    first = _correct(solution, conn, catalog, tuple(customers))
-    if not first.ok:
-        return CheckResult(title, (first,))
-    budget, _report = _budget(solution, conn, catalog, timed_customer, max_queries, threshold)
-    c = compare(baseline, solution, conn, catalog, timed_customer, rounds=rounds, names=("baseline", "yours"))
-    fast = c.verdict == "faster" and c.speedup >= required_speedup
-    speed = Item(fast, f"customer {timed_customer}: {c.summary()}"
-                 + ("" if fast else f" — need 'faster' by at least {required_speedup:g}×"))
-    return CheckResult(title, (first, budget, speed))
+    counts = _item_counts(conn)
+    fixed = tuple(customers)
+    unseen = [c for c in sorted(counts) if c not in fixed and c not in LADDER]
+    rng.shuffle(unseen)
+    extra, unseen = unseen[:3], unseen[3:]
+    big = [c for c in unseen if counts[c] >= 40] or unseen
+    budget_customer, timed = big[0], big[1:] or big
+    cases = [(conn, catalog, c) for c in (*fixed, *extra, _UNKNOWN)]
+    meter = _queries(conn, catalog, threshold)
+
+    def correct() -> Item:
+        item = same_answers(solution, baseline, cases, show=lambda case: f"customer {case[2]}",
+                            describe=_diff, copy=False)
+        return item if not item.ok else passed(
+            f"same answer as the baseline for customers {', '.join(map(str, (*fixed, *extra)))}, and "
+            "NotFoundError for an unknown one")
+
+    def within_budget() -> Item:
+        item = budget(solution, (conn, catalog, budget_customer), meter=meter, limit=max_queries,
+                      unit="queries and catalog calls", what=f"customer {budget_customer} ({counts[budget_customer]} "
+                      "items)", hint="batch the per-order and per-item lookups (labkit.nplusone.watch shows them)")
+        report = getattr(meter, "report", None)
+        if report is not None and report.suspects and item.detail:
+            worst = report.suspects[0]
+            return failed(f"customer {budget_customer}: {item.detail:,.0f} queries and catalog calls (budget "
+                          f"{max_queries})", f"N+1 suspect: {worst.count}× {worst.shape!r} at {worst.site}",
+                          "one query or call for all the items, not one per item")
+        return item if not item.ok else passed(item.message + ", no shape repeated per item", item.detail)
+
+    def fast() -> Item:
+        return speed(baseline, solution, inputs=lambda k: (conn, catalog, timed[k % len(timed)]),
+                     required_speedup=required_speedup, rounds=rounds,
+                     what="customers of 40+ items, a new one for every timed call")
+
+    result = EXERCISE.grade(correct, within_budget, fast)
+    return CheckResult(f"{result.title} (seed {seed})", result.items)

@@ -7,11 +7,14 @@ Endpoints (all GET; see ``/openapi.json``):
 - ``/orders/{order_id}``: one order
 - ``/quote?customer_id=ID`` or ``/quote?lines=N&seed=S``: pricing by the performance core
 - ``/config/{key}``: one config value
+- ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
+  and how many were served — for Little's law in the tail-latency lab; this request itself is not counted
 - ``/openapi.json``
 
 Every response carries ``Server-Timing: parse;dur=…, db;dur=…;count=<queries>, catalog;dur=…;count=<calls>,
-compute;dur=…, serialize;dur=…, wait;dur=…, total;dur=…`` (ms). ``wait`` is the time a request queued for a
-thread of the pool that runs the blocking SQLite work (the pool-sizing lesson). Every variant switch of
+compute;dur=…, serialize;dur=…, wait;dur=…, total;dur=…`` (ms), then any other metric the request's code
+added with :func:`labkit.trace.add` (one call where the work happens adds a stage or a count). ``wait`` is the
+time a request queued for a thread of the pool that runs the blocking SQLite work (the pool-sizing lesson). Every variant switch of
 :mod:`labkit.toyshop.variants` may ride as a query parameter; the ``X-Variant`` header echoes the switches a
 response was made with. Bad input → 400 ``{"error": "bad_parameter", "parameter": …, "message": …}``;
 unknown id → 404; a catalog that does not answer → 502; with the ``queue`` switch set, requests beyond
@@ -34,18 +37,19 @@ import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
-from labkit.toyshop import usage
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
 from labkit.toyshop.variants import REQUEST_SWITCHES, check_request_switch, resolve
 from labkit.toyshop.wiring import MEDIA_TYPES, ConfigCache, encode, quote_payload, trim_export
-from labkit.trace import ServerTimingMetric, collect, format_server_timing, span
+from labkit.trace import collect, span
 
 __all__ = ["create_app", "apply_gc", "MAX_QUOTE_LINES"]
 
@@ -87,6 +91,37 @@ def apply_gc(mode: str) -> None:
         gc.set_threshold(50_000, 20, 20)
 
 
+class _InFlight:
+    """Counts the HTTP requests inside the app right now (parsing, queued for a pool thread, waiting on the
+    catalog, encoding: all of them), the peak, and how many were served. Pure ASGI middleware on the event
+    loop's thread, so plain integers suffice. ``/stats``, which reports the counts, is not counted itself."""
+
+    def __init__(self, app: Any, counter: _Counts) -> None:
+        self.app, self.counts = app, counter
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] == "/stats":
+            return await self.app(scope, receive, send)
+        c = self.counts
+        c.in_flight += 1
+        c.peak_in_flight = max(c.peak_in_flight, c.in_flight)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            c.in_flight -= 1
+            c.served += 1
+
+
+class _Counts:
+    __slots__ = ("in_flight", "peak_in_flight", "served")
+
+    def __init__(self) -> None:
+        self.in_flight = self.peak_in_flight = self.served = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
 class _Service:
     """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
 
@@ -98,6 +133,7 @@ class _Service:
         self._in_flight = 0  # touched only on the event loop thread
         self._max_in_flight = settings["pool"] + settings["queue"] if settings["queue"] else None
         self.config_cache = ConfigCache(self._load_config, mode="local")
+        self.counts = _Counts()
 
     def conn(self) -> ToyshopConnection:
         conn = getattr(self._local, "conn", None)
@@ -142,9 +178,7 @@ class _Service:
         t_call = _clock()
 
         def job() -> Any:
-            u = usage.current()
-            if u is not None:
-                u.wait_ns += _clock() - t_call
+            _trace.add("wait", _clock() - t_call)
             return fn(self.conn())
         self._in_flight += 1
         try:
@@ -153,16 +187,9 @@ class _Service:
             self._in_flight -= 1
 
 
-def _timing(u: usage.Usage, t0: int, spans: dict[str, int]) -> str:
-    ms = 1e-6
-    metrics = [ServerTimingMetric("parse", spans.get("parse", 0) * ms),
-               ServerTimingMetric("db", u.db_ns * ms, params={"count": str(u.db_count)}),
-               ServerTimingMetric("catalog", u.catalog_ns * ms, params={"count": str(u.catalog_count)}),
-               ServerTimingMetric("compute", spans.get("compute", 0) * ms),
-               ServerTimingMetric("serialize", spans.get("serialize", 0) * ms),
-               ServerTimingMetric("wait", u.wait_ns * ms),
-               ServerTimingMetric("total", (_clock() - t0) * ms)]
-    return format_server_timing(metrics)
+#: the stages every response reports, in this order, even when a request never reached them; db and catalog
+#: carry their counts (queries, HTTP calls). Anything else a request adds follows them.
+_STAGES = (("parse", None), ("db", 0), ("catalog", 0), ("compute", None), ("serialize", None), ("wait", None))
 
 
 def _error(status: int, error: str, message: str, parameter: str | None = None) -> bytes:
@@ -176,11 +203,13 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
 async def _respond(svc: _Service, handler: Handler) -> Response:
-    """Run ``handler`` inside a trace and a usage tracker, serialize its payload, and map errors to 4xx/502."""
+    """Run ``handler`` inside the request's trace, serialize its payload, and map errors to 4xx/502."""
     t0 = _clock()
     ctx: dict[str, Any] = {"sw": {k: svc.settings[k] for k in REQUEST_SWITCHES}}
     headers: dict[str, str] = {}
-    with collect() as trace, usage.track() as u:
+    with collect() as trace:
+        for name, count in _STAGES:
+            trace.add(name, 0, count)
         try:
             payload = await handler(ctx)
             codec = ctx["sw"]["codec"]
@@ -199,7 +228,8 @@ async def _respond(svc: _Service, handler: Handler) -> Response:
         except Exception as exc:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback
             log.exception("toyshop request failed")
             status, media, body = 500, "application/json", _error(500, "internal", repr(exc))
-        headers["Server-Timing"] = _timing(u, t0, trace.totals_ns())
+        trace.add("total", _clock() - t0)
+        headers["Server-Timing"] = trace.server_timing()
     headers["X-Variant"] = ",".join(f"{k}={v}" for k, v in ctx["sw"].items())
     return Response(body, status_code=status, media_type=media, headers=headers)
 
@@ -284,6 +314,9 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             return {"key": key, "value": value}
         return await _respond(svc, h)
 
+    async def stats(request: Request) -> Response:
+        return Response(orjson.dumps(svc.counts.as_dict()), media_type="application/json")
+
     schema = orjson.dumps(openapi_schema())
 
     async def openapi(request: Request) -> Response:
@@ -298,7 +331,8 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
 
     routes = [Route("/health", health), Route("/customers/{customer_id}/export", export),
               Route("/orders/{order_id}", order), Route("/quote", quote), Route("/config/{key}", config),
-              Route("/openapi.json", openapi)]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+              Route("/stats", stats), Route("/openapi.json", openapi)]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
+                    middleware=[Middleware(_InFlight, counter=svc.counts)])
     app.state.service = svc
     return app

@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
-from labkit.toyshop import usage as _usage
 
 __all__ = ["CatalogClient", "FakeCatalog", "Observer", "create_app", "load_products", "MAX_BATCH"]
 
@@ -145,7 +145,7 @@ def create_app(db_path: Path | str, *, delay_ms: float = 0.0, max_batch: int = M
 
 
 class _Base:
-    """What the real and the fake client share: observers, chunking, fan-out, usage accounting."""
+    """What the real and the fake client share: observers, chunking, fan-out, the request's ``catalog`` metric."""
 
     def __init__(self, observers: list[Observer] | None, batch_size: int, concurrency: int) -> None:
         if not 1 <= batch_size <= MAX_BATCH or concurrency < 1:
@@ -162,9 +162,7 @@ class _Base:
 
     def _call(self, path: str) -> tuple[int, bytes]:
         status, body = self._fetch(path)
-        u = _usage.current()
-        if u is not None:
-            u.add_catalog(calls=1)
+        _trace.add("catalog", count=1)
         return status, body
 
     def with_concurrency(self, concurrency: int) -> _Base:
@@ -192,9 +190,7 @@ class _Base:
         try:
             return fn()
         finally:
-            u = _usage.current()
-            if u is not None:
-                u.add_catalog(_clock() - t0)
+            _trace.add("catalog", _clock() - t0)  # wall time as the caller saw it: fanned-out calls overlap
 
     def _one(self, product_id: int) -> dict[str, Any] | None:
         status, body = self._call(f"/products/{int(product_id)}")

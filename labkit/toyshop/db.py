@@ -5,8 +5,8 @@
 
 The subclass exists so that an instance can be instrumented (``conn.execute = recorder(conn.execute)``
 works on it, not on a plain ``sqlite3.Connection``), and so that SQL time and query counts land in the
-current request's :class:`labkit.toyshop.usage.Usage` when one is tracked (fetching included, since SQLite
-does most of its work while rows are stepped through).
+current request's ``db`` metric (:func:`labkit.trace.add`) while a trace is collecting — fetching included,
+since SQLite does most of its work while rows are stepped through.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from labkit import trace as _trace
 from labkit.errors import LabkitError, ResultsError
-from labkit.toyshop import usage as _usage
 
 __all__ = ["ToyshopConnection", "NotFoundError", "connect"]
 
@@ -30,25 +30,21 @@ class NotFoundError(LabkitError, LookupError):
 
 
 class _TimedCursor(sqlite3.Cursor):
-    """A cursor that adds its execute and fetch time to the tracked usage."""
+    """A cursor that adds its execute and fetch time (and one query per execute) to the request's ``db``."""
 
     def execute(self, sql: str, parameters: Any = (), /) -> _TimedCursor:  # type: ignore[override]
         t0 = _clock()
         try:
             return super().execute(sql, parameters)  # type: ignore[return-value]
         finally:
-            u = _usage.current()
-            if u is not None:
-                u.add_db(_clock() - t0, 1)
+            _trace.add("db", _clock() - t0, 1)
 
     def _timed(self, fn: Any, *args: Any) -> Any:
         t0 = _clock()
         try:
             return fn(*args)
         finally:
-            u = _usage.current()
-            if u is not None:
-                u.add_db(_clock() - t0)
+            _trace.add("db", _clock() - t0)
 
     def fetchone(self) -> Any:
         return self._timed(super().fetchone)
@@ -67,8 +63,8 @@ class ToyshopConnection(sqlite3.Connection):
     """A read-only connection to a toyshop database (made by :func:`connect`)."""
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # type: ignore[override]
-        """Run one statement; timed into the current request's usage when one is tracked."""
-        if _usage.current() is None:
+        """Run one statement; timed into the current request's ``db`` metric while a trace is collecting."""
+        if _trace.current() is None:
             return super().execute(sql, parameters)
         return self.cursor(_TimedCursor).execute(sql, parameters)
 

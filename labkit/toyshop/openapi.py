@@ -12,7 +12,8 @@ _ERROR = {"type": "object", "required": ["error", "message"],
           "properties": {"error": {"type": "string"}, "message": {"type": "string"},
                          "parameter": {"type": "string"}}}
 _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog (count=calls), compute, "
-                                            "serialize, wait, total; durations in ms",
+                                            "serialize, wait, total, then any metric the request added; "
+                                            "durations in ms",
                              "schema": {"type": "string"}},
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
 
@@ -70,5 +71,10 @@ def openapi_schema() -> dict[str, Any]:
             "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")]),
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
+            "/stats": {"get": {"summary": "requests in flight now (every request inside the app), the peak, and "
+                                          "requests served; this request is not counted",
+                               "responses": {"200": {"description": "OK", "content": {"application/json": {
+                                   "schema": {"type": "object", "properties": {
+                                       k: {"type": "integer"} for k in ("in_flight", "peak_in_flight", "served")}}}}}}}},
         },
     }
