@@ -32,7 +32,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 _SUBMODULES = {"alloc", "charts", "check", "doctor", "errors", "latency", "load", "nplusone", "record", "results",
-               "service", "stats", "toyshop", "trace", "exercises", "fingerprint", "widgets"}
+               "service", "stats", "toyshop", "trace", "exercises", "fingerprint", "widgets", "profile"}
 
 
 def __getattr__(name: str) -> Any:

@@ -44,6 +44,7 @@ from starlette.routing import Route
 
 from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
+from labkit.toyshop import gclog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
@@ -210,6 +211,7 @@ async def _respond(svc: _Service, handler: Handler) -> Response:
     with collect() as trace:
         for name, count in _STAGES:
             trace.add(name, 0, count)
+        gclog.declare(trace)  # gc;dur;count: collections this request triggered (see toyshop.gclog)
         try:
             payload = await handler(ctx)
             codec = ctx["sw"]["codec"]
@@ -335,4 +337,5 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     middleware=[Middleware(_InFlight, counter=svc.counts)])
     app.state.service = svc
+    gclog.install(app)  # GET /gc: the process's GC pauses; the gc metric of Server-Timing
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.toyshop import gclog
 from labkit.toyshop.variants import REQUEST_SWITCHES
 
 __all__ = ["openapi_schema"]
@@ -71,6 +72,7 @@ def openapi_schema() -> dict[str, Any]:
             "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")]),
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
+            "/gc": gclog.OPENAPI,
             "/stats": {"get": {"summary": "requests in flight now (every request inside the app), the peak, and "
                                           "requests served; this request is not counted",
                                "responses": {"200": {"description": "OK", "content": {"application/json": {
