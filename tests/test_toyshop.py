@@ -25,7 +25,7 @@ from labkit.toyshop.export import EXPORTS, export_batched, export_join, export_n
 from labkit.toyshop.variants import REQUEST_SWITCHES, resolve
 from labkit.trace import collect, parse_server_timing
 
-STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "total"]
+STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "gc", "total"]
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,7 @@ def test_unknown_route_is_a_json_404(client):
 def test_openapi_lists_every_endpoint(client):
     schema = client.get("/openapi.json").json()
     assert set(schema["paths"]) == {"/health", "/customers/{customer_id}/export", "/orders/{order_id}",
-                                    "/quote", "/config/{key}", "/stats"}
+                                    "/quote", "/config/{key}", "/stats", "/gc"}
 
 
 def test_process_defaults_and_validation(db, catalog):
