@@ -177,15 +177,16 @@ def _read(path: Path, *, max_records: int, cut: str | None) -> dict[str, Any]:
             if key not in sample:
                 sample[key] = rec
         stacks = {k: _cut(_frames(r.stack_trace()), cut) for k, r in sample.items()}
-        by_count = Stacks.from_counts(((stacks[k], c) for k, c in counts.items()), "allocations")
-        by_bytes = Stacks.from_counts(((stacks[k], b) for k, b in sizes.items()), "bytes")
+        by_count = Stacks.from_counts(((stacks[k], c) for k, c in counts.items() if stacks[k]), "allocations")
+        by_bytes = Stacks.from_counts(((stacks[k], b) for k, b in sizes.items() if stacks[k]), "bytes")
         at_peak = temporary = Stacks((), "bytes")
         if not truncated:  # memray aggregates these in C++: bounded by the same record limit
-            at_peak = Stacks.from_counts(((_cut(_frames(r.stack_trace()), cut), r.size) for r in
-                                          reader.get_high_watermark_allocation_records(merge_threads=True)), "bytes")
-            temporary = Stacks.from_counts(((_cut(_frames(r.stack_trace()), cut), r.n_allocations) for r in
-                                            reader.get_temporary_allocation_records(threshold=1, merge_threads=True)),
-                                           "allocations")
+            peak = ((_cut(_frames(r.stack_trace()), cut), r.size)
+                    for r in reader.get_high_watermark_allocation_records(merge_threads=True))
+            temp = ((_cut(_frames(r.stack_trace()), cut), r.n_allocations)
+                    for r in reader.get_temporary_allocation_records(threshold=1, merge_threads=True))
+            at_peak = Stacks.from_counts(((st, w) for st, w in peak if st), "bytes")
+            temporary = Stacks.from_counts(((st, w) for st, w in temp if st), "allocations")
         meta = reader.metadata
         return {"by_count": by_count, "by_bytes": by_bytes, "at_peak": at_peak, "temporary": temporary,
                 "allocations": by_count.total, "bytes_allocated": by_bytes.total, "peak_bytes": meta.peak_memory,
@@ -195,17 +196,18 @@ def _read(path: Path, *, max_records: int, cut: str | None) -> dict[str, Any]:
         reader.close()
 
 
-def _cut(frames: tuple[str, ...], cut: str | None) -> tuple[str, ...]:
-    """The tracked code's part of a stack: frames above (and including) the one starting with ``cut`` (the
-    helper :func:`memory` calls through) are dropped; a block's own lines (``tracking``) are its root.
-    memray starts its stacks where tracking began, so nothing above the tracked code is left otherwise."""
+def _cut(frames: tuple[str, ...], cut: str | None) -> tuple[str, ...] | None:
+    """The tracked code's part of a stack, or None for labkit's own allocations (the tracker's bookkeeping,
+    the call into the tracked function), which are left out: frames above (and including) the one starting
+    with ``cut`` (the helper :func:`memory` calls through) are dropped; memray starts its stacks where
+    tracking began, so nothing above the tracked code is left otherwise."""
+    if frames and all("profile/memory.py:" in f for f in frames):
+        return None
     if cut is not None:
         for i, f in enumerate(frames):
             if f.startswith(cut + " "):
-                return frames[i + 1:] or ("(the tracked block itself)",)
-    if frames and all("profile/memory.py:" in f for f in frames):
-        return ("(labkit's tracker)",)
-    return frames or ("(no Python frame: C code, or the block's own line)",)
+                return frames[i + 1:] or None
+    return frames or ("(no Python frame: C code)",)
 
 
 def _html(path: Path) -> str:

@@ -87,9 +87,10 @@ class Stacks(Saveable):
             if not line:
                 continue
             stack, _, weight = line.rpartition(" ")
-            if not stack or not weight.isdigit():
+            if not weight.isdigit():
                 raise BadInputError(f"line {n} is not in the collapsed format 'frame;frame weight': {line[:120]!r}")
-            pairs.append((tuple(stack.split(";")), int(weight)))
+            # py-spy writes an empty stack for a thread caught outside any Python frame
+            pairs.append((tuple(stack.split(";")) if stack.strip() else ("(no Python frame)",), int(weight)))
         return cls.from_counts(pairs, unit)
 
     @classmethod
