@@ -144,3 +144,49 @@ def test_index_panel_runs_and_draws_its_chart_with_no_network(lab):
         click_panel(page)
         assert "done" in page.locator(".labkit-panel").first.inner_text()
         assert_offline(page, failed, outside)
+
+
+_BLANK_JS = """(el) => {
+  // a canvas with no painted pixel, or an SVG with no mark inside, is a blank frame
+  const c = el.querySelector('canvas');
+  if (c) { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+           for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return false; return true; }
+  const s = el.querySelector('svg.marks');
+  return !(s && s.querySelectorAll('path, rect, text').length > 3);
+}"""
+
+
+def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
+    # the lab runs once, QUICK: its copy (made through the server's own API) has QUICK = True
+    with browser_page(f"{lab}/lab?reset") as (page, failed, outside):
+        page.wait_for_selector(".jp-LabShell", timeout=90_000)
+        page.evaluate("""async () => {
+            const xsrf = (document.cookie.match(/_xsrf=([^;]+)/) || [])[1] || '';
+            const r = await fetch('/api/contents/06_gc_profiling.ipynb?content=1');
+            const nb = (await r.json()).content;
+            for (const c of nb.cells) {
+                if ((c.metadata.tags || []).includes('parameters')) {
+                    const src = Array.isArray(c.source) ? c.source.join('') : c.source;
+                    c.source = src.replace('QUICK = False', 'QUICK = True');
+                }
+            }
+            await fetch('/api/contents/06_quick.ipynb', {method: 'PUT', headers: {'X-XSRFToken': xsrf,
+                'Content-Type': 'application/json'}, body: JSON.stringify({type: 'notebook', format: 'json', content: nb})});
+        }""")
+        page.goto(f"{lab}/lab/tree/06_quick.ipynb", wait_until="domcontentloaded")
+        run_notebook(page, timeout_s=600)
+        charts = page.locator(f".jp-OutputArea-output :is({CHART})")
+        charts.first.wait_for(timeout=60_000)
+        embeds = page.locator(".jp-OutputArea-output .vega-embed")
+        assert embeds.count() >= 10, f"expected every chart of lab 06, found {embeds.count()}"
+        blank = [i for i in range(embeds.count()) if embeds.nth(i).evaluate(_BLANK_JS)]
+        assert not blank, f"charts drawn blank: {blank}"
+        frames = page.locator("iframe.labkit-frame")
+        assert frames.count() == 2, "py-spy's and memray's own flame graphs"
+        spy = page.frame_locator("iframe.labkit-frame").nth(0)
+        spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
+        assert spy.locator("svg rect").count() > 5
+        mem = page.frame_locator("iframe.labkit-frame").nth(1)
+        mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
+        assert mem.locator("#chart svg g rect").count() > 3
+        assert_offline(page, failed, outside)
