@@ -56,10 +56,16 @@ def test_icicle_layout_nests_children_inside_parents_and_drops_slivers():
         profile.icicle(Stacks(()))
 
 
-def test_frames_embed_the_page_in_srcdoc_escaped_and_sandboxed():
-    html = profile.Frame('<?xml version="1.0"?><svg><script>var a = "x" < 1;</script></svg>', height=300)._repr_html_()
-    assert html.startswith("<iframe") and "sandbox='allow-scripts'" in html and "srcdoc=" in html
-    assert "&lt;svg&gt;" in html and '"x"' not in html and "height:300px" in html
+def test_frames_embed_pages_in_srcdoc_and_svgs_as_data_urls_sandboxed():
+    import base64
+
+    page = profile.Frame('<html><body><script>var a = "x" < 1;</script></body></html>', height=300)._repr_html_()
+    assert page.startswith("<iframe") and "sandbox='allow-scripts'" in page and "srcdoc=" in page
+    assert "&lt;script&gt;" in page and '"x"' not in page and "height:300px" in page
+    svg = '<?xml version="1.0"?><svg><script>init()</script></svg>'
+    framed = profile.Frame(svg)._repr_html_()
+    src = framed.split("src='")[1].split("'")[0]
+    assert src.startswith("data:image/svg+xml;base64,") and base64.b64decode(src.split(",")[1]).decode() == svg
     with pytest.raises(BadInputError, match="svg=True"):
         profile.flamegraph(profile.CpuProfile(Stacks(()), "x", 1, 100, 1.0, 1.0, 0))
 

@@ -48,7 +48,7 @@ def pauses_beside_latency(load: Any, pauses: Any, *, min_gen: int = 0, width: in
     end = float(max(req["t_s"].max() if len(req) else 0, pf["t_s"].max() if len(pf) else 0)) * 1.01 + 1e-3
     x = alt.X("t_s:Q", title="seconds into the run", scale=alt.Scale(domain=[0, end], nice=False))
     p99 = float(np.percentile(req["ms"], 99)) if len(req) else 0.0
-    dots = alt.Chart(req).mark_circle(size=14, opacity=0.55, color="#4c78a8").encode(
+    dots = alt.Chart(req).mark_circle(size=30, opacity=0.8, color="#1f4e79").encode(
         x, alt.Y("ms:Q", scale=alt.Scale(type="log"), title="request latency (ms, log)"),
         tooltip=[alt.Tooltip("t_s:Q", format=".3f", title="sent at (s)"), alt.Tooltip("ms:Q", format=".2f"),
                  "status:Q"])
@@ -76,10 +76,12 @@ def pause_histogram(pauses: Any, *, title: str = "How long the collections took,
     edges = 10 ** np.arange(lo, hi + 0.01, 0.25)
     idx = np.clip(np.searchsorted(edges, pf["ms"], side="right") - 1, 0, len(edges) - 2)
     pf = pf.assign(lo=edges[idx], hi=edges[idx + 1])
-    agg = pf.groupby(["lo", "hi", "gen"]).size().reset_index(name="collections")
-    return alt.Chart(agg, title=title).mark_bar().encode(
+    agg = pf.groupby(["lo", "hi", "gen"]).size().reset_index(name="collections").sort_values(["lo", "gen"])
+    agg["top"] = agg.groupby("lo")["collections"].cumsum()   # stacked by hand: each bar from its base up
+    agg["base"] = agg["top"] - agg["collections"]
+    return alt.Chart(agg, title=title).mark_rect(stroke="white", strokeWidth=0.5).encode(
         alt.X("lo:Q", scale=alt.Scale(type="log"), title="pause (ms, log scale)"), alt.X2("hi:Q"),
-        alt.Y("collections:Q", stack=True, title="collections"),
+        alt.Y("top:Q", title="collections"), alt.Y2("base:Q"),
         alt.Color("gen:N", scale=GEN_COLOURS, title="GC generation"),
         tooltip=["gen:N", alt.Tooltip("lo:Q", format=".3g", title="from ms"),
                  alt.Tooltip("hi:Q", format=".3g", title="to ms"), "collections:Q"],

@@ -15,6 +15,7 @@ nothing is fetched from anywhere (memray's page only in its self-contained mode,
 
 from __future__ import annotations
 
+import base64
 import html as _html
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = ["icicle", "flamegraph", "memray_html", "Frame"]
 
 _ROW_PX = 18
 _WIDTH_PX = 860
+_DATA_URL_MAX = 1_500_000  # characters; browsers cap data: URLs near 2 MB
 
 
 def _stacks_of(x: Any) -> Stacks:
@@ -85,19 +87,25 @@ def icicle(profile: Any, *, title: str | None = None, max_depth: int = 40, min_s
 
 
 class Frame:
-    """A tool's own page, shown inline in a sandboxed ``<iframe srcdoc>`` (scripts allowed, no network
-    needed). ``Frame(svg_or_html, height=…)``; ``.data`` is the page itself."""
+    """A tool's own page, shown inline in a sandboxed frame (scripts allowed, nothing fetched): an HTML page
+    as ``<iframe srcdoc>``, an SVG as a ``data:`` URL (its script needs the SVG as its own document).
+    ``Frame(svg_or_html, height=…)``; ``.data`` is the page itself."""
 
     def __init__(self, page: str, *, height: int = 560, title: str = "") -> None:
         self.data, self.height, self.title = page, height, title
 
     def _repr_html_(self) -> str:
         doc = self.data
-        if doc.lstrip().startswith("<?xml") or doc.lstrip().startswith("<svg"):
-            # an SVG with its own script: an HTML page around it keeps the script running in the frame
+        style = f"style='width:100%;height:{self.height}px;border:1px solid #ddd'"
+        title = _html.escape(self.title, quote=True)
+        if doc.lstrip().startswith(("<?xml", "<svg")) and len(doc) < _DATA_URL_MAX:
+            # an SVG with its own script must be its own document (its script expects the SVG as the root):
+            # a data: URL makes it one; nothing is fetched either way
+            src = "data:image/svg+xml;base64," + base64.b64encode(doc.encode()).decode()
+            return f"<iframe class='labkit-frame' title='{title}' sandbox='allow-scripts' {style} src='{src}'></iframe>"
+        if doc.lstrip().startswith(("<?xml", "<svg")):  # too big for a data: URL: shown, without its script
             doc = "<!DOCTYPE html><html><body style='margin:0'>" + doc[doc.find("<svg"):] + "</body></html>"
-        return (f"<iframe class='labkit-frame' title='{_html.escape(self.title)}' sandbox='allow-scripts' "
-                f"style='width:100%;height:{self.height}px;border:1px solid #ddd' "
+        return (f"<iframe class='labkit-frame' title='{title}' sandbox='allow-scripts' {style} "
                 f"srcdoc=\"{_html.escape(doc, quote=True)}\"></iframe>")
 
 
