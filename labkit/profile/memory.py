@@ -47,6 +47,9 @@ from labkit.results import Saveable
 
 __all__ = ["MemoryProfile", "memory", "tracking", "Tracking"]
 
+#: the first memray whose self-contained page (``--no-web``) draws its flame graph (checked in a browser)
+_NO_WEB_WORKS = (1, 19, 2)
+
 
 @dataclass(frozen=True)
 class MemoryProfile(Saveable):
@@ -212,6 +215,11 @@ def _cut(frames: tuple[str, ...], cut: str | None) -> tuple[str, ...] | None:
 
 def _html(path: Path) -> str:
     """memray's own flame graph, self-contained (``--no-web``: its scripts inlined, nothing fetched)."""
+    version = tuple(int(x) for x in _memray().__version__.split(".")[:3] if x.isdigit())
+    if version < _NO_WEB_WORKS:
+        raise ProbeUnavailable(f"memray {_memray().__version__} writes a broken self-contained flame graph (its "
+                               "--no-web page draws nothing; fixed in 1.19.2): pip install -U 'memray>=1.19.2', "
+                               "or leave html=False and use labkit.profile.icicle")
     out = path.with_suffix(".html")
     r = subprocess.run([sys.executable, "-m", "memray", "flamegraph", "--no-web", "--force", "-o", str(out),
                         str(path)], capture_output=True, text=True, timeout=300)
