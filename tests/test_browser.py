@@ -118,8 +118,9 @@ def run_notebook(page, timeout_s: float = 240) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     # every code cell's prompt shows its execution count ("[3]:") once done; "[*]:" while queued or running
+    # (textContent, not innerText: JupyterLab skips rendering cells scrolled out of view, whose innerText is "")
     _wait_until(lambda: page.evaluate(
-        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.innerText);"
+        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.textContent);"
         " return p.length > 0 && p.every(t => /\\[\\d+\\]/.test(t)); }"), timeout_s, "the notebook did not finish")
 
 
@@ -156,36 +157,43 @@ _BLANK_JS = """(el) => {
 }"""
 
 
+def _put_quick_copy(lab: str, name: str, copy: str) -> None:
+    """Save a copy of a notebook with QUICK = True through the server's own API (the lab runs once, quick)."""
+    import json
+
+    with urllib.request.urlopen(f"{lab}/api/contents/{name}?content=1", timeout=30) as r:
+        nb = json.load(r)["content"]
+    for cell in nb["cells"]:
+        if "parameters" in cell["metadata"].get("tags", []):
+            cell["source"] = cell["source"].replace("QUICK = False", "QUICK = True")
+    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
+    req = urllib.request.Request(f"{lab}/api/contents/{copy}", data=body, method="PUT", headers={
+        "Content-Type": "application/json", "X-XSRFToken": "labkit", "Cookie": "_xsrf=labkit"})
+    urllib.request.urlopen(req, timeout=30).close()
+
+
 def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
-    # the lab runs once, QUICK: its copy (made through the server's own API) has QUICK = True
-    with browser_page(f"{lab}/lab?reset") as (page, failed, outside):
-        page.wait_for_selector(".jp-LabShell", timeout=90_000)
-        page.evaluate("""async () => {
-            const xsrf = (document.cookie.match(/_xsrf=([^;]+)/) || [])[1] || '';
-            const r = await fetch('/api/contents/06_gc_profiling.ipynb?content=1');
-            const nb = (await r.json()).content;
-            for (const c of nb.cells) {
-                if ((c.metadata.tags || []).includes('parameters')) {
-                    const src = Array.isArray(c.source) ? c.source.join('') : c.source;
-                    c.source = src.replace('QUICK = False', 'QUICK = True');
-                }
-            }
-            await fetch('/api/contents/06_quick.ipynb', {method: 'PUT', headers: {'X-XSRFToken': xsrf,
-                'Content-Type': 'application/json'}, body: JSON.stringify({type: 'notebook', format: 'json', content: nb})});
-        }""")
-        page.goto(f"{lab}/lab/tree/06_quick.ipynb", wait_until="domcontentloaded")
+    _put_quick_copy(lab, "06_gc_profiling.ipynb", "06_quick.ipynb")
+    with browser_page(f"{lab}/lab/tree/06_quick.ipynb?reset") as (page, failed, outside):
         run_notebook(page, timeout_s=600)
         charts = page.locator(f".jp-OutputArea-output :is({CHART})")
         charts.first.wait_for(timeout=60_000)
         embeds = page.locator(".jp-OutputArea-output .vega-embed")
         assert embeds.count() >= 10, f"expected every chart of lab 06, found {embeds.count()}"
-        blank = [i for i in range(embeds.count()) if embeds.nth(i).evaluate(_BLANK_JS)]
+        blank = []
+        for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
+            embeds.nth(i).scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            if embeds.nth(i).evaluate(_BLANK_JS):
+                blank.append(i)
         assert not blank, f"charts drawn blank: {blank}"
         frames = page.locator("iframe.labkit-frame")
         assert frames.count() == 2, "py-spy's and memray's own flame graphs"
+        frames.nth(0).scroll_into_view_if_needed()
         spy = page.frame_locator("iframe.labkit-frame").nth(0)
         spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
         assert spy.locator("svg rect").count() > 5
+        frames.nth(1).scroll_into_view_if_needed()
         mem = page.frame_locator("iframe.labkit-frame").nth(1)
         mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
         assert mem.locator("#chart svg g rect").count() > 3
