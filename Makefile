@@ -1,6 +1,6 @@
 # perflab: two commands.
 #   make lab    set up everything (first run) and open JupyterLab on 127.0.0.1 at the lab index
-#   make test   set up everything (first run) and run the whole test suite
+#   make test   set up everything (first run), lint (ruff) and run the whole test suite
 # Needs only Python >= 3.11 and make. PYTHON=python3.12 make lab picks another interpreter.
 
 PYTHON ?= python3
@@ -18,6 +18,7 @@ lab: $(STAMP)
 	  notebooks/index.ipynb
 
 test: $(STAMP)
+	$(BIN)/ruff check labkit tests
 	$(BIN)/python -m pytest -q
 
 setup: $(STAMP)

@@ -1,7 +1,7 @@
 """Microbenchmarks that keep warm-up apart, calibrate their loops, and keep every sample.
 
     >>> r = bench(sorted, list(range(1000)))
-    >>> print(r)                       # sorted: 4.1 µs ± 0.1 µs (median ± IQR/2), 20 samples × 1,024 loops
+    >>> print(r)                       # "sorted: <median> ± <IQR/2> (median ± IQR/2), 20 samples × <n> loops"
     >>> r.samples_ns                   # the raw per-call time of every sample
 
 One sample times a loop of ``loops`` calls, long enough (``min_sample_time``) that the clock's own
@@ -21,14 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.fingerprint import fingerprint
 from labkit.results import Saveable
 from labkit.stats import format_duration, percentiles, spread
 
 __all__ = ["BenchResult", "bench", "Clock"]
-
-Clock = Callable[[], int]
 
 WIDE_SPREAD = 0.10  # IQR / median above this earns a warning
 MAX_LOOPS = 10**9

@@ -19,7 +19,8 @@ import pandas as pd
 from labkit.errors import BadInputError
 
 __all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS", "latency_ladder",
-           "latency_curve", "latency_vs_items", "queries_vs_items"]
+           "latency_curve", "latency_vs_items", "queries_vs_items", "stage_bars", "format_map", "predicted_vs_measured",
+           "crossover"]
 
 UNIT_AXIS = "time (µs)"
 
@@ -128,7 +129,7 @@ def ab(comparison: Any, title: str | None = None) -> alt.LayerChart:
     """An A/B picture: each round's samples as dots, the medians as ticks, and the ratio's interval in the title."""
     df = _measured(comparison.to_frame())
     lo, hi = comparison.ci
-    title = title or f"{comparison.verdict}: ratio {comparison.ratio:.3f} (95% CI {lo:.3f}–{hi:.3f})"
+    title = title or f"{comparison.verdict}: ratio {comparison.ratio:.3f} ({comparison.ci_label} {lo:.3f}–{hi:.3f})"
     base = alt.Chart(df, title=title)
     dots = base.mark_circle(size=28, opacity=0.5).encode(
         alt.Y("name:N", title=None, sort=[comparison.baseline_name, comparison.candidate_name]),
@@ -310,3 +311,84 @@ def knee_chart(sweep: Any, title: str = "Rate sweep: where latency bends and thr
     return alt.hconcat(alt.layer(*left_layers).properties(width=300, height=240),
                        alt.layer(*right_layers).properties(width=300, height=240),
                        title=title + (f" — knee at {k.rate:,.0f} req/s ({k.reason})" if k else " — no knee yet"))
+
+
+# --- serialization lab (lab 05; appended) -----------------------------------------------------------------
+
+
+def stage_bars(frame: pd.DataFrame, title: str = "Where a request's time goes, by payload size") -> alt.Chart:
+    """Stacked bars: median ms per Server-Timing stage for each payload (one bar per ``payload`` label).
+
+    Args:
+        frame: one row per (request, stage) with columns ``payload`` (a label such as "200 items"),
+            ``stage`` and ``ms``.
+    """
+    for col in ("payload", "stage", "ms"):
+        if col not in frame.columns:
+            raise BadInputError(f"stage_bars needs columns payload, stage, ms (got {list(frame.columns)})")
+    df = frame.groupby(["payload", "stage"], sort=False, as_index=False)["ms"].median()
+    order = list(dict.fromkeys(frame["stage"]))
+    return alt.Chart(df, title=title).mark_bar().encode(
+        alt.Y("payload:N", title=None, sort=list(dict.fromkeys(frame["payload"]))),
+        alt.X("ms:Q", title="median time (ms), stacked"), alt.Color("stage:N", sort=order, title="stage"),
+        alt.Order("stage_rank:Q"), tooltip=["payload:N", "stage:N", alt.Tooltip("ms:Q", format=".3f")],
+    ).transform_calculate(stage_rank=f"indexof({order!r}, datum.stage)").properties(width=520, height=40 * df["payload"].nunique() + 20)
+
+
+def format_map(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip µs",
+               title: str = "Every format: bytes on the wire against encode + decode time") -> alt.LayerChart:
+    """One labelled point per format: size against time (log time axis), the fastest and smallest bottom-left.
+
+    Args:
+        frame: one row per format with a ``format`` label and the ``x`` and ``y`` columns.
+    """
+    for col in ("format", x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"format_map needs columns format, {x!r}, {y!r} (got {list(frame.columns)})")
+    base = alt.Chart(frame).encode(alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=True)),
+                                   alt.Y(f"{y}:Q", title=y, scale=alt.Scale(type="log")))
+    dots = base.mark_circle(size=90).encode(alt.Color("format:N", legend=None),
+                                            tooltip=["format:N", alt.Tooltip(f"{x}:Q", format=".1f"),
+                                                     alt.Tooltip(f"{y}:Q", format=".0f")])
+    labels = base.mark_text(align="left", dx=7, dy=-6).encode(text="format:N")
+    return alt.layer(dots, labels, title=title).properties(width=520, height=320)
+
+
+def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measured (time ratio, lower is faster)"
+                          ) -> alt.Chart:
+    """Grouped bars of ratios: for each ``experiment``, the ``predicted`` and the ``measured`` candidate/baseline.
+
+    Args:
+        frame: columns ``experiment``, ``kind`` (e.g. "your guess", "model", "measured") and ``ratio``.
+    """
+    for col in ("experiment", "kind", "ratio"):
+        if col not in frame.columns:
+            raise BadInputError(f"predicted_vs_measured needs columns experiment, kind, ratio (got {list(frame.columns)})")
+    df = frame.dropna(subset=["ratio"])
+    return alt.Chart(df, title=title).mark_bar().encode(
+        alt.Y("kind:N", title=None), alt.X("ratio:Q", title="candidate time / baseline time"),
+        alt.Color("kind:N", legend=None),
+        alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAlign="left",
+                                                              labelFontWeight="bold")),
+        tooltip=["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f")]).properties(width=440)
+
+
+def crossover(frame: pd.DataFrame, floor_us: float,
+              title: str = "Time a faster encoder saves, against the framework's own cost per request") -> alt.LayerChart:
+    """Lines of µs saved per request against payload items, with the HTTP floor as a horizontal rule.
+
+    Args:
+        frame: columns ``items``, ``saved µs`` and ``format``.
+        floor_us: the framework's own cost per request (e.g. the median of ``GET /health``), in µs.
+    """
+    for col in ("items", "saved µs", "format"):
+        if col not in frame.columns:
+            raise BadInputError(f"crossover needs columns items, 'saved µs', format (got {list(frame.columns)})")
+    lines = alt.Chart(frame).mark_line(point=True).encode(
+        alt.X("items:Q", title="items in the payload", scale=alt.Scale(type="log")),
+        alt.Y("saved µs:Q", title="µs saved per request vs stdlib json", scale=alt.Scale(type="symlog")),
+        alt.Color("format:N"), tooltip=["format:N", "items:Q", alt.Tooltip("saved µs:Q", format=".1f")])
+    rule = alt.Chart(pd.DataFrame({"floor": [floor_us], "label": [f"HTTP floor ≈ {floor_us:.0f} µs"]})).mark_rule(
+        strokeDash=[6, 4], color="gray").encode(y="floor:Q")
+    text = rule.mark_text(align="left", dx=4, dy=-6, color="gray").encode(text="label:N")
+    return alt.layer(lines, rule, text, title=title).properties(width=520, height=300)

@@ -4,15 +4,37 @@ Two functions are timed *interleaved* — A B, B A, A B … — so that whatever
 (another program, a frequency change) lands on both alike. Two already-measured results (load tests, say)
 are compared the same way, as independent samples.
 
-The verdict reads the 95 % interval of the ratio of medians (candidate / baseline):
+The verdict reads an interval of the ratio of medians (candidate / baseline) and a significance test:
 
 * ``same``: the whole interval lies within ±``min_effect`` of 1 — any difference is too small to matter;
-* ``faster`` / ``slower``: the interval excludes 1 and the significance test agrees (p < ``alpha``);
-* ``inconclusive``: anything else — the noise is too large to tell; rerun with more rounds.
+* ``faster`` / ``slower``: the interval excludes 1 and the significance test agrees (p below the look's α);
+* ``inconclusive``: anything else — the noise is too large to tell.
+
+Looking more than once, honestly. Timing two functions, ``compare`` does not fix the number of rounds in
+advance: a clear difference is decided after the first ``rounds``, a subtle one gets more. Testing again at
+the same α after each batch would be *optional stopping*: with four looks at 5 % each, the chance of a false
+"faster" or "slower" (or a false "same") is well above 5 %, and the stated 95 % interval covers the truth less
+often than it says. So the looks are planned before any counted round, and α is *spent* across them: look
+``k`` (after ``n_k`` rounds of at most ``n_max``) tests at ``α_k = α · (n_k − n_{k−1}) / n_max`` and reads the
+``1 − α_k`` interval (linear α-spending; four equal batches at α = 0.05 give 0.0125 per look and a 98.75 %
+interval). A look too early for the sign test ever to get below its α (``n`` rounds all one way give
+p = 2 / 2ⁿ) is not planned and its share goes to the next look. The α's of all planned looks add up to α, so by the union (Bonferroni) bound the chance that *any*
+look gives a false verdict is at most α, however the looks depend on one another (exactly so for the sign
+test, which assumes nothing about the samples' distribution; as nearly as the bootstrap interval holds its
+level for "same"). The plan is ``rounds``, ``2 × rounds`` … up to ``max_rounds``, cut to what ``max_time`` allows
+at the pace the warm-up showed (decided before counting, so it cannot peek at the verdict); if the machine
+slows down and the time runs out early, the remaining looks are skipped and their α is left unspent (which
+only makes the error rate smaller). The result reports the level of the interval actually read
+(``confidence``), the look it stopped at and the looks planned. ``max_rounds=rounds`` is a fixed design: one
+look, at α, with the ``1 − α`` interval. An inconclusive verdict is final for that comparison: rerunning until
+one says "faster" is optional stopping again — change something (quieten the machine, plan more rounds) first.
+
+Two measured results (compared as independent samples) get one look, at α.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,13 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import Clock, _check_callable, _positive_int, _result, calibrate, time_loop
+from labkit.bench import _check_callable, _positive_int, _result, calibrate, time_loop
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.fingerprint import fingerprint
 from labkit.results import Saveable
-from labkit.stats import format_duration, ratio_of_medians
+from labkit.stats import RatioEstimate, format_duration, ratio_of_medians
 
-__all__ = ["Comparison", "compare", "verdict_for"]
+__all__ = ["Comparison", "compare", "plan_looks", "verdict_for"]
 
 VERDICTS = ("faster", "slower", "same", "inconclusive")
 
@@ -39,16 +62,20 @@ class Comparison(Saveable):
         baseline_name, candidate_name: labels of A and B.
         baseline_ns, candidate_ns: the raw samples of each side (per-call or per-request ns).
         ratio: median(candidate) / median(baseline); below 1 means the candidate is faster.
-        ci: the 95 % bootstrap interval of ``ratio``.
+        ci: the bootstrap interval of ``ratio`` at level ``confidence``.
         p_value: two-sided; the sign test on paired rounds, Mann–Whitney U otherwise.
         verdict: ``faster``, ``slower``, ``same`` or ``inconclusive`` (the candidate relative to the baseline).
         paired: True when A and B were measured interleaved, round by round.
         min_effect: relative differences smaller than this count as the same.
-        alpha: the significance level.
+        alpha: the overall significance level, shared out over the planned looks (see the module docstring).
         warnings: what looked wrong on either side, with what to do.
+        confidence: the level of ``ci``, ``1 − α`` of the look that gave the verdict; the verdict tested
+            ``p_value`` against ``1 − confidence``.
+        look, looks: the look the verdict came from, and how many were planned (1 and 1: a fixed design).
     """
 
     KIND = "comparison"
+    VERSION = 2  # 2: confidence, look, looks (version 1 always read a 95 % interval)
 
     baseline_name: str
     candidate_name: str
@@ -63,6 +90,9 @@ class Comparison(Saveable):
     alpha: float = 0.05
     warnings: tuple[str, ...] = ()
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    confidence: float = 0.95
+    look: int = 1
+    looks: int = 1
 
     @property
     def speedup(self) -> float:
@@ -73,15 +103,22 @@ class Comparison(Saveable):
         """One sentence: the verdict, the ratio with its interval, and the p-value."""
         a, b = self.baseline_name, self.candidate_name
         lo, hi = self.ci
-        stats = f"ratio {self.ratio:.3f}, 95% CI {lo:.3f}–{hi:.3f}, p={self.p_value:.2g}"
+        stats = f"ratio {self.ratio:.3f}, {self.ci_label} {lo:.3f}–{hi:.3f}, p={self.p_value:.2g}"
+        if self.looks > 1:
+            stats += f", look {self.look} of {self.looks}"
         if self.verdict == "faster":
             return f"{b} is {self.speedup:.2f}× faster than {a} ({stats})"
         if self.verdict == "slower":
             return f"{b} is {self.ratio:.2f}× slower than {a} ({stats})"
         if self.verdict == "same":
             return f"no significant difference between {b} and {a}: within ±{self.min_effect:.0%} ({stats})"
-        return (f"inconclusive: too noisy to tell {b} from {a} ({stats}); rerun with more rounds, "
-                "or quieten the machine")
+        return (f"inconclusive: too noisy to tell {b} from {a} ({stats}); quieten the machine, or plan "
+                "more rounds (max_rounds=), before measuring again")
+
+    @property
+    def ci_label(self) -> str:
+        """``"95% CI"``, ``"98.75% CI"``: the interval's level as it should be printed beside it."""
+        return f"{self.confidence * 100:.4g}% CI"
 
     def to_frame(self) -> Any:
         """Long format: side (name), role (baseline/candidate), round, ns."""
@@ -135,13 +172,18 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             measured results — anything with a ``samples_ns`` attribute, such as a BenchResult or a
             load-test result, or plain sequences of durations in ns — compared as independent samples.
         names: labels for the two sides (default: function names, or "baseline"/"candidate").
-        rounds: interleaved A/B rounds to start with (callables only); each round takes one sample of each.
+        rounds: interleaved A/B rounds before the first look (callables only); each round takes one sample of
+            each. A look the sign test could never pass at its α is not planned (see :func:`plan_looks`), so
+            the first look may come later.
         max_rounds: while the verdict is still inconclusive, ``rounds`` more are added, up to this many
             (default: four times ``rounds``) — a clear difference is decided fast, a subtle one gets more data.
-            Pass ``max_rounds=rounds`` for a fixed count.
-        max_time: stop adding rounds once this many seconds have passed.
+            Each look spends part of ``alpha`` (see the module docstring). Pass ``max_rounds=rounds`` for a
+            fixed count: one look, at ``alpha``.
+        max_time: the time budget in seconds: the looks planned are those the budget allows at the pace the
+            warm-up showed, and no look starts once it is spent.
         min_effect: the relative difference below which the two count as the same (0.05 = ±5 %).
-        alpha: significance level for ``faster``/``slower``.
+        alpha: the chance of a false verdict, over all looks together (0.05: the interval read at a single
+            look is 95 %; with four planned looks, 98.75 % at each).
         warmup, min_sample_time, clock: as in :func:`labkit.bench`.
         seed: seeds the bootstrap, so the interval is reproducible.
         progress: show a progress bar (a widget in Jupyter); by default only when the rounds look like they
@@ -181,22 +223,35 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     warmup = _positive_int(warmup, "warmup", 0)
     if not min_sample_time > 0:
         raise BadInputError(f"min_sample_time must be a positive number of seconds, got {min_sample_time!r}")
+    if not (isinstance(max_time, int | float) and max_time > 0):
+        raise BadInputError(f"max_time must be a positive number of seconds, got {max_time!r}")
     fns = (baseline, candidate)
     loops, warm = [], []
+    round_ns = 0.0  # the pace: one round's wall time, as the warm-up showed it
     for side, fn in enumerate(fns):
         if inputs is None:
             n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
             warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
+            round_ns += n * warm[-1][-1]
         else:
-            n = 1
-            warm.append([float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock))
-                         for w in range(max(1, warmup))])
+            n, timed = 1, []
+            for w in range(max(1, warmup)):
+                t0 = clock()
+                timed.append(float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock)))
+                built_and_timed = clock() - t0
+            warm.append(timed)
+            round_ns += built_and_timed  # building an input is not timed, but it takes the budget's time
         loops.append(n)
+    # the plan is fixed here, before any counted round: how many rounds the time allows at the warm-up's pace
+    plan = plan_looks(rounds, max_rounds, alpha, affordable=max_time * 1e9 / round_ns if round_ns > 0 else None)
     samples: list[list[float]] = [[], []]
-    started, target = clock(), rounds
-    round_ns = sum(n * w[-1] for n, w in zip(loops, warm, strict=True))
+    started = clock()
     bar = _progress_bar(progress, rounds * round_ns, rounds)
-    while True:
+    look = 0
+    for look, (target, alpha_look) in enumerate(plan, 1):
+        if bar is not None and look > 1:
+            bar.total = target
+            bar.set_postfix_str(f"unclear so far: look {look} of {len(plan)}")
         for r in range(len(samples[0]), target):
             order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
             for i in order:
@@ -204,15 +259,10 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
                 samples[i].append(time_loop(fns[i], call_args, loops[i], clock) / loops[i])
             if bar is not None:
                 bar.update(1)
-        if target >= max_rounds or clock() - started > max_time * 1e9:
-            break
-        est = ratio_of_medians(samples[0], samples[1], paired=True, seed=seed)
-        if verdict_for(est.ci, est.p_value, min_effect, alpha) != "inconclusive":
-            break
-        target = min(max_rounds, target + rounds)  # still unclear: more data, within the budget
-        if bar is not None:
-            bar.total = target
-            bar.set_postfix_str("unclear so far: more rounds")
+        est = _estimate(samples[0], samples[1], True, alpha_look, seed)
+        if (verdict_for(est.ci, est.p_value, min_effect, alpha_look) != "inconclusive"
+                or clock() - started > max_time * 1e9):
+            break  # decided; or out of time: the looks left are skipped and their α stays unspent
     if bar is not None:
         bar.close()
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
@@ -221,7 +271,39 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     ra = _result(na, samples[0], loops[0], warm[0])
     rb = _result(nb, samples[1], loops[1], warm[1])
     return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha,
-                  ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings), seed)
+                  ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings), seed,
+                  est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan))
+
+
+def plan_looks(rounds: int, max_rounds: int, alpha: float, affordable: float | None = None
+               ) -> tuple[tuple[int, float], ...]:
+    """The sequential plan: ``(rounds so far, α of that look)`` for each planned look.
+
+    Looks come after ``rounds``, ``2 × rounds`` … rounds, the last at ``max_rounds`` — or at ``affordable``
+    rounds when that is fewer (never below ``rounds``: the first look always happens). Look ``k`` spends
+    ``α · (n_k − n_{k−1}) / n_last``; the spent α's add up to ``alpha`` (see the module docstring). A look too
+    early for the sign test ever to reach its α (``n`` rounds all one way give p = 2 / 2ⁿ) is not planned:
+    its share goes to the next look; a single look is moved to the first round count that can.
+    """
+    last = max_rounds if affordable is None else max(rounds, min(max_rounds, int(affordable)))
+    marks = [*range(rounds, last, rounds), last]
+    while len(marks) > 1 and 2 * 0.5 ** marks[0] >= alpha * marks[0] / last:
+        marks.pop(0)  # cannot decide there: merged into the next look
+    plan = [(n, alpha * (n - prev) / last) for prev, n in zip([0, *marks[:-1]], marks, strict=True)]
+    if len(plan) == 1:
+        plan = [(max(plan[0][0], _fewest_rounds(alpha)), alpha)]
+    return tuple(plan)
+
+
+def _fewest_rounds(alpha: float) -> int:
+    """The fewest paired rounds in which the two-sided sign test can reach p < alpha (all rounds one way)."""
+    return math.floor(math.log2(2 / alpha)) + 1
+
+
+def _estimate(a: Any, b: Any, paired: bool, alpha_look: float, seed: int) -> RatioEstimate:
+    # enough resamples that each tail of the interval rests on ~25 of them or more, however small α gets
+    resamples = max(2000, math.ceil(50 / alpha_look))
+    return ratio_of_medians(a, b, paired=paired, confidence=1 - alpha_look, resamples=resamples, seed=seed)
 
 
 def _args_of(inputs: Callable[[int], Any], k: int) -> tuple[Any, ...]:
@@ -242,9 +324,11 @@ def _progress_bar(progress: bool | None, expected_ns: float, rounds: int) -> Any
 
 
 def _build(na: str, nb: str, a: np.ndarray, b: np.ndarray, paired: bool, min_effect: float, alpha: float,
-           warnings: tuple[str, ...], seed: int) -> Comparison:
-    est = ratio_of_medians(a, b, paired=paired, seed=seed)
-    verdict = verdict_for(est.ci, est.p_value, min_effect, alpha)
+           warnings: tuple[str, ...], seed: int, *, est: RatioEstimate | None = None,
+           alpha_look: float | None = None, look: int = 1, looks: int = 1) -> Comparison:
+    alpha_look = alpha if alpha_look is None else alpha_look
+    est = est or _estimate(a, b, paired, alpha_look, seed)
+    verdict = verdict_for(est.ci, est.p_value, min_effect, alpha_look)
     return Comparison(na, nb, tuple(map(float, a)), tuple(map(float, b)), est.ratio, est.ci, est.p_value,
-                      verdict, paired, min_effect, alpha, warnings, fingerprint())
-
+                      verdict, paired, min_effect, alpha, warnings, fingerprint(), confidence=1 - alpha_look,
+                      look=look, looks=looks)

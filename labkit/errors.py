@@ -7,7 +7,7 @@ catch those keep working.
 
 from __future__ import annotations
 
-__all__ = ["LabkitError", "BadInputError", "ResultsError", "ServiceError", "ProbeUnavailable"]
+__all__ = ["LabkitError", "BadInputError", "ResultsError", "ServiceError", "ProbeUnavailable", "ResultsWarning"]
 
 
 class LabkitError(Exception):
@@ -28,3 +28,7 @@ class ServiceError(LabkitError, RuntimeError):
 
 class ProbeUnavailable(LabkitError):
     """A measurement cannot be taken on this machine (missing feature, permission, or package)."""
+
+
+class ResultsWarning(UserWarning):
+    """A saved result that could not be read was skipped (the message names the file and why); the rest loaded."""

@@ -6,6 +6,7 @@ fingerprints agree on the static part (CPU, cores, Python, packages).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -18,7 +19,7 @@ from typing import Any
 __all__ = ["fingerprint"]
 
 _PACKAGES = ("labkit", "numpy", "pandas", "scipy", "altair", "numba", "orjson", "msgpack", "starlette",
-             "uvicorn", "uvloop", "aiohttp", "memray", "py-spy")
+             "uvicorn", "uvloop", "memray", "py-spy")
 
 
 def _read(path: str) -> str | None:
@@ -67,10 +68,8 @@ def _static() -> dict[str, Any]:
 
     versions = {}
     for name in _PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return {
         "cpu_model": _cpu_model(),
         "cores_logical": os.cpu_count(),

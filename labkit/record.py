@@ -16,12 +16,13 @@ import dataclasses
 import datetime as dt
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from labkit.compare import Comparison
-from labkit.errors import BadInputError, ResultsError
+from labkit.errors import BadInputError, ResultsError, ResultsWarning
 from labkit.fingerprint import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
@@ -157,7 +158,13 @@ class Experiment(Saveable):
 
 
 def experiments(folder: str | os.PathLike[str] | None = None) -> Any:
-    """Every experiment record in ``folder`` as a DataFrame, oldest first (an empty frame if there are none)."""
+    """Every experiment record in ``folder`` as a DataFrame, oldest first (an empty frame if there are none).
+
+    A file that cannot be read — truncated, not JSON, a damaged record, a newer format — is skipped with a
+    :class:`~labkit.errors.ResultsWarning` naming it and the reason; every other record is still listed.
+    Results of other kinds (comparisons, load tests saved beside the records) are not experiments and are
+    passed over without a word.
+    """
     import pandas as pd
 
     base = Path(folder or results_dir())
@@ -169,8 +176,13 @@ def experiments(folder: str | os.PathLike[str] | None = None) -> Any:
     for p in sorted(base.glob("*.json")) if base.is_dir() else []:
         try:
             data = read_json(p)
-        except ResultsError:
-            continue  # a foreign or damaged file is not an experiment; it never hides the others
-        if data.get("kind") == Experiment.KIND:
-            rows.append({**{c: data.get(c) for c in cols}, "path": str(p)})
+            if "kind" not in data:
+                raise ResultsError(f"{p} is JSON without a 'kind': not a labkit result")
+            if data["kind"] != Experiment.KIND:
+                continue  # another kind of result, readable: not an experiment
+            exp = Experiment.from_dict_of(data, p)
+        except ResultsError as e:
+            warnings.warn(f"experiments(): skipped {p}: {e}", ResultsWarning, stacklevel=2)
+            continue
+        rows.append({**{c: getattr(exp, c, None) for c in cols}, "path": str(p)})
     return pd.DataFrame(rows, columns=cols).sort_values("planned_at", kind="stable").reset_index(drop=True)

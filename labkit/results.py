@@ -8,6 +8,7 @@ full disk never leaves a half-written result behind.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -63,10 +64,8 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Pat
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException as e:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(e, OSError):
             raise ResultsError(f"writing {target} failed: {e.strerror or e}. Check free space and "
                                "permissions, or choose another folder") from e
@@ -89,6 +88,9 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str
     except (OSError, ValueError) as e:
         raise ResultsError(f"{p} is not a readable JSON result ({e}); it may be truncated or not "
                            "written by labkit") from e
+    if not isinstance(data, dict):
+        raise ResultsError(f"{p} holds JSON but not a labkit result (a {type(data).__name__}, not an object with "
+                           "a 'kind'); it was not written by labkit")
     if kind is not None and data.get("kind") != kind:
         raise ResultsError(f"{p} holds a {data.get('kind')!r} result, not a {kind!r}: load it with the "
                            f"matching class")
@@ -150,5 +152,21 @@ class Saveable:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Any:
-        """Load a result saved with :meth:`save`."""
-        return cls.from_dict(read_json(path, kind=cls.KIND))
+        """Load a result saved with :meth:`save`.
+
+        Raises:
+            ResultsError: naming the file and what is wrong with it (missing, not JSON, another kind, a newer
+                format, or fields missing or of the wrong type).
+        """
+        return cls.from_dict_of(read_json(path, kind=cls.KIND), path)
+
+    @classmethod
+    def from_dict_of(cls, data: dict[str, Any], path: str | os.PathLike[str]) -> Any:
+        """:meth:`from_dict` for a dict read from *path*: any failure becomes a ResultsError naming the file."""
+        try:
+            return cls.from_dict(data)
+        except ResultsError as e:
+            raise ResultsError(f"{path}: {e}") from e
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ResultsError(f"{path} holds a damaged {cls.KIND} result ({type(e).__name__}: {e}): it may "
+                               "have been edited by hand or written by another program") from e

@@ -40,8 +40,9 @@ from labkit.errors import BadInputError, ServiceError
 __all__ = ["Service", "start", "main"]
 
 _LABKIT_DIR = str(Path(__file__).resolve().parent)
-# Run the child with a bare ``labkit`` package object: the real ``labkit/__init__`` imports the statistics
-# stack (SciPy, ~1 s), which the service does not need; start-up time is what a learner waits for.
+# Run the child with a bare ``labkit`` package object: the real ``labkit/__init__`` imports the measuring API
+# (numpy, the result types, the environment fingerprint), which the service does not need; start-up time is
+# what a learner waits for.
 _BOOT = ("import sys, types; m = types.ModuleType('labkit'); m.__path__ = [{dir!r}]; sys.modules['labkit'] = m; "
          "from labkit.toyshop.server import main; sys.exit(main(sys.argv[1:]))")
 
@@ -150,7 +151,7 @@ def _spawner(q: queue.Queue) -> None:
         fn, fut = q.get()
         try:
             fut.set_result(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+        except BaseException as exc:  # handed back to the caller
             fut.set_exception(exc)
 
 

@@ -67,7 +67,8 @@ def spread(samples: Sequence[float] | np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """The ratio of medians (candidate / baseline) with its 95 % interval and a two-sided p-value."""
+    """The ratio of medians (candidate / baseline) with its interval (at the ``confidence`` asked) and a
+    two-sided p-value."""
 
     ratio: float
     ci: tuple[float, float]
@@ -87,7 +88,7 @@ def ratio_of_medians(baseline: Sequence[float] | np.ndarray, candidate: Sequence
     Independent samples (two load tests) are resampled separately and tested with Mann–Whitney U.
     The seed makes the interval reproducible.
     """
-    from scipy import stats as _sp  # imported here: scipy costs ~1 s, and most labkit commands never need it
+    from scipy import stats as _sp  # here: slow to import, and most labkit commands never need it
 
     a = as_samples(baseline, "baseline samples")
     b = as_samples(candidate, "candidate samples")

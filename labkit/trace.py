@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from threading import Lock, get_ident
 from typing import Any, NamedTuple, TypeVar
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-Clock = Callable[[], int]
 
 _current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("labkit_trace", default=None)
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from labkit.compare import Comparison, compare, verdict_for
+from labkit.compare import Comparison, compare, plan_looks, verdict_for
 from labkit.errors import BadInputError
 
 
@@ -63,8 +63,9 @@ def test_interleaved_callables_with_fake_clock(clock):
         order.append("B")
         clock.tick(500)
 
-    c = compare(base, cand, rounds=6, warmup=0, min_sample_time=1e-7, clock=clock)  # one call a sample
-    assert c.verdict == "faster"
+    # one call a sample; one look (a fixed design): 6 rounds out of 6 is p = 0.031 < α = 0.05
+    c = compare(base, cand, rounds=6, max_rounds=6, warmup=0, min_sample_time=1e-7, clock=clock)
+    assert c.verdict == "faster" and c.confidence == 0.95 and (c.look, c.looks) == (1, 1)
     assert c.ratio == 0.5 and c.paired and c.baseline_ns == (1000.0,) * 6
     # after calibration (each side alone), rounds alternate who goes first: AB BA AB …
     rounds = "".join(order[-12:])
@@ -170,14 +171,14 @@ def test_fresh_inputs_give_every_call_an_unseen_input_and_both_sides_the_same_on
         return ([k, k + 1, k + 2],)
 
     # WHEN they are compared on fresh inputs
-    c = compare(base, memo, inputs=inputs, rounds=5, max_rounds=5, warmup=1)
+    c = compare(base, memo, inputs=inputs, rounds=6, max_rounds=6, warmup=1)
 
     # THEN each side saw every round's input once, the same sequence, and the memo never had a hit to serve
     timed_b = [s for s in seen_by["base"] if s[0] >= 0]
     timed_m = [s for s in seen_by["memo"] if s[0] >= 0]
-    assert timed_b == timed_m == [(r, r + 1, r + 2) for r in range(5)]
+    assert timed_b == timed_m == [(r, r + 1, r + 2) for r in range(6)]
     assert len(cache) == len(seen_by["memo"])          # no input was ever answered from the cache
-    assert len(c.baseline_ns) == len(c.candidate_ns) == 5 and c.paired
+    assert len(c.baseline_ns) == len(c.candidate_ns) == 6 and c.paired
     assert all(k < 0 for k in made[:2])                 # warm-up inputs are never graded inputs
 
 
@@ -186,3 +187,96 @@ def test_fresh_inputs_refuse_args_too_and_non_tuples():
         compare(sum, sum, [1], inputs=lambda k: ([k],))
     with pytest.raises(BadInputError, match="tuple"):
         compare(sum, sum, inputs=lambda k: [k])
+
+
+# -- the sequential design: α spent across the looks ------------------------------------------------------------
+
+
+def test_the_plan_spends_alpha_across_the_looks():
+    assert plan_looks(30, 120, 0.05) == ((30, 0.0125), (60, 0.0125), (90, 0.0125), (120, 0.0125))
+    assert plan_looks(30, 30, 0.05) == ((30, 0.05),)                       # a fixed design: one look, all of α
+    uneven = plan_looks(30, 100, 0.05)
+    assert [n for n, _ in uneven] == [30, 60, 90, 100]
+    assert [a for _, a in uneven] == pytest.approx([0.015, 0.015, 0.015, 0.005])
+    # the time budget cuts the plan before the first counted round, never below the first look
+    assert plan_looks(30, 120, 0.05, affordable=70.5) == ((30, 0.05 * 30 / 70), (60, 0.05 * 30 / 70),
+                                                           (70, 0.05 * 10 / 70))
+    assert plan_looks(30, 120, 0.05, affordable=3) == ((30, 0.05),)
+    for rounds, most, alpha in ((7, 64, 0.01), (30, 100, 0.05), (5, 6, 0.2), (4, 16, 0.05)):
+        plan = plan_looks(rounds, most, alpha)
+        assert sum(a for _, a in plan) == pytest.approx(alpha)        # all of α, spread over the looks
+        assert plan[0][0] >= rounds and plan[-1][0] == most
+        for n, a in plan:  # every planned look can decide: n rounds all one way reach p < its α
+            assert 2 * 0.5 ** n < a
+
+
+def test_looks_too_early_to_decide_are_not_planned():
+    # 4 rounds all one way give p = 0.125: never below the 0.0125 a first look of four may spend. That look is
+    # dropped and its share goes to the next one, which can decide (8 rounds: p = 0.0078 < 0.025)
+    assert plan_looks(4, 16, 0.05) == ((8, 0.025), (12, 0.0125), (16, 0.0125))
+    # a single look (a fixed design, or the time budget allowing only the first look) gets enough rounds
+    assert plan_looks(4, 16, 0.05, affordable=4) == ((6, 0.05),)
+    assert plan_looks(3, 3, 0.05) == ((6, 0.05),)
+
+
+def _false_verdict_rate(plan):
+    """Exact chance, when A and B do not differ, that the paired sign test rejects at *some* look of *plan*:
+    the count of rounds where B was slower is a fair ±1 random walk; each look removes its rejection region."""
+    from scipy.stats import binomtest
+
+    dist, done, total = np.array([1.0]), 0, 0.0
+    for n, alpha in plan:
+        for _ in range(n - done):
+            dist = np.concatenate([dist, [0.0]]) * 0.5 + np.concatenate([[0.0], dist]) * 0.5
+        done = n
+        reject = np.array([binomtest(k, n, 0.5).pvalue < alpha for k in range(n + 1)])
+        total += dist[reject].sum()
+        dist = np.where(reject, 0.0, dist)
+    return total
+
+
+@pytest.mark.parametrize("rounds", [10, 30, 100])
+def test_the_planned_looks_hold_alpha_where_retesting_at_alpha_does_not(rounds):
+    # GIVEN the default plan (four looks) at α = 0.05, and the rule it replaced (α = 0.05 at every look)
+    honest = _false_verdict_rate(plan_looks(rounds, 4 * rounds, 0.05))
+    naive = _false_verdict_rate([(k * rounds, 0.05) for k in (1, 2, 3, 4)])
+    # THEN over all four looks together the planned design stays within α, while re-testing exceeds it
+    assert honest <= 0.05
+    assert naive > 0.08
+
+
+def test_the_interval_is_read_at_the_level_of_the_look_that_decided(clock, tmp_path):
+    # a clear difference: decided at the first of four planned looks, on its 1 − 0.0125 interval
+    c = compare(lambda: clock.tick(1000), lambda: clock.tick(2000), rounds=8, min_sample_time=1e-7, clock=clock)
+    assert (c.look, c.looks, c.confidence) == (1, 4, pytest.approx(0.9875))
+    assert "98.75% CI" in c.summary() and "look 1 of 4" in c.summary()
+    assert Comparison.load(c.save(tmp_path / "c.json")).confidence == c.confidence
+    # two measured results: one look, at α (and the interval at 1 − α, whatever α is)
+    m = compare(Measured(lognormal(1e6, 0.05, 200, 1), "a"), Measured(lognormal(2e6, 0.05, 200, 2), "b"),
+                alpha=0.01)
+    assert (m.look, m.looks, m.confidence) == (1, 1, pytest.approx(0.99)) and "99% CI" in m.summary()
+    assert "look" not in m.summary()
+
+
+def test_six_rounds_are_not_a_look_when_four_share_alpha(clock):
+    # 6 of 6 rounds faster is p = 0.031: enough for α = 0.05 once, never for the 0.0125 the first of four looks
+    # would spend; so the first look is planned at 12 rounds (spending 0.025), where it decides
+    c = compare(lambda: clock.tick(2000), lambda: clock.tick(1000), rounds=6, min_sample_time=1e-7, clock=clock)
+    assert c.verdict == "faster" and (c.look, c.looks) == (1, 3) and len(c.baseline_ns) == 12
+    assert c.confidence == pytest.approx(0.975)
+
+
+def test_fresh_inputs_stay_fresh_across_looks(clock):
+    # GIVEN a comparison too noisy to decide early, timed on fresh inputs
+    rng = np.random.default_rng(3)
+    timed: list[int] = []
+
+    def noisy(k):
+        if k >= 0:
+            timed.append(k)
+        clock.tick(int(1000 * rng.choice([1.0, 1.6])))
+
+    c = compare(noisy, noisy, inputs=lambda k: (k,), rounds=5, min_sample_time=1e-7, warmup=0, clock=clock)
+    # THEN it used every planned look (10, 15, 20 rounds), and each round's input was timed once per side
+    assert (c.look, c.looks) == (3, 3) and len(c.baseline_ns) == 20
+    assert sorted(timed) == sorted(list(range(20)) * 2)

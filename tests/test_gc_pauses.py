@@ -103,7 +103,7 @@ def test_charts_draw_pauses_beside_latency_and_a_histogram():
     load = pd.DataFrame({"t_s": [0.1, 0.9, 1.0], "ns": [1e6, 2e6, 4e7], "status": [200, 200, 200]})
     spec = gc_charts.pauses_beside_latency(load, p, min_gen=1).to_dict()
     assert len(spec["vconcat"]) == 2
-    assert gc_charts.pause_histogram(p).to_dict()["mark"]["type"] == "bar"
+    assert gc_charts.pause_histogram(p).to_dict()["mark"]["type"] == "rect"
     with pytest.raises(BadInputError, match="no collections"):
         gc_charts.pause_histogram(GCPauses((), 0))
 

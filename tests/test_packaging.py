@@ -48,3 +48,11 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make lab" in readme
     assert re.search(r"^make test$", ci, re.M)
+
+
+def test_make_test_lints_before_it_tests():
+    # ruff runs from `make test` (CI's command) ahead of pytest, so a lint finding fails the build
+    recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe is not None
+    lines = recipe.group(1).split("\n")
+    assert "ruff check labkit tests" in lines[0] and "pytest" in lines[1]

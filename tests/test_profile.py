@@ -155,10 +155,9 @@ def test_a_tracked_block_that_raises_keeps_its_profile_and_cleans_up(tmp_path, m
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with pytest.raises(ZeroDivisionError):
-        with profile.tracking() as t:
-            _allocate(1000)
-            1 / 0  # noqa: B018
+    with pytest.raises(ZeroDivisionError), profile.tracking() as t:
+        _allocate(1000)
+        1 / 0  # noqa: B018
     assert t.profile is not None and t.profile.allocations >= 1000
     assert not list(tmp_path.iterdir())                             # the capture is gone
 

@@ -1,11 +1,9 @@
-import os
-
 import numpy as np
 import pytest
 
 import labkit
 from labkit.compare import compare
-from labkit.errors import BadInputError, ResultsError
+from labkit.errors import BadInputError, ResultsError, ResultsWarning
 from labkit.record import Experiment, experiments
 from labkit.results import write_json_atomic
 
@@ -36,14 +34,44 @@ def test_a_wrong_prediction_is_refuted(tmp_path):
     assert "refuted" in str(done)
 
 
-def test_experiments_lists_records_and_skips_foreign_files(tmp_path):
+def test_experiments_lists_records_and_names_every_file_it_could_not_read(tmp_path):
+    # GIVEN two good records, a result of another kind, and five files that cannot be read as records
     Experiment.plan("one", "first hypothesis written down", predicted_ratio=1.0).save(tmp_path)
-    Experiment.plan("two", "second hypothesis written down").save(tmp_path)
-    (tmp_path / "junk.json").write_text("{not json")
-    write_json_atomic(tmp_path / "other.json", {"kind": "bench"})
-    df = experiments(tmp_path)
+    good = Experiment.plan("two", "second hypothesis written down").save(tmp_path)
+    write_json_atomic(tmp_path / "other.json", {"kind": "bench", "version": 1})
+    bad = {
+        "junk.json": "{not json",
+        "truncated.json": good.read_text()[:40],
+        "list.json": "[1, 2]",
+        "nokind.json": '{"title": "x"}',
+        "fields.json": '{"kind": "experiment", "version": 1, "hypothesis": "no title"}',
+        "newer.json": '{"kind": "experiment", "version": 99, "title": "t", "hypothesis": "h"}',
+    }
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+    # WHEN they are listed
+    with pytest.warns(ResultsWarning) as caught:
+        df = experiments(tmp_path)
+    # THEN the good records are all there, and each unreadable file is named once, with its reason
     assert list(df.title) == ["one", "two"]
+    messages = [str(w.message) for w in caught]
+    for name in bad:
+        assert sum(str(tmp_path / name) in m for m in messages) == 1, (name, messages)
+    assert not any("other.json" in m for m in messages)          # another kind of result is not a failure
+    assert any("not a readable JSON result" in m for m in messages if "junk.json" in m)
+    assert any("newer" in m for m in messages if "newer.json" in m)
+    assert any("TypeError" in m and "title" in m for m in messages if "fields.json" in m)
     assert experiments(tmp_path / "missing").empty
+
+
+def test_loading_a_damaged_result_names_the_file(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text('{"kind": "experiment", "version": 1, "hypothesis": "no title"}')
+    with pytest.raises(ResultsError, match=f"{path}.*damaged experiment.*title"):
+        Experiment.load(path)
+    path.write_text('{"kind": "experiment", "version": 7}')
+    with pytest.raises(ResultsError, match=f"{path}: .*version 7"):
+        Experiment.load(path)
 
 
 def test_default_folder_comes_from_the_environment(tmp_path, monkeypatch):
@@ -62,12 +90,12 @@ def test_bad_input_says_what_to_do(tmp_path):
         Experiment.plan("x", "a proper sentence of hypothesis").conclude("fast")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
-def test_unwritable_folder_raises_results_error(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir(mode=0o500)
-    with pytest.raises(ResultsError, match="writable"):
-        Experiment.plan("x", "a proper sentence of hypothesis").save(ro / "sub")
+def test_a_target_that_cannot_be_replaced_raises_results_error_and_leaves_no_temp_file(tmp_path):
+    # a folder sits where the file should go: renaming over it fails for every user, root included
+    (tmp_path / "r.json").mkdir()
+    with pytest.raises(ResultsError, match=r"writing .*r\.json failed"):
+        write_json_atomic(tmp_path / "r.json", {"kind": "x"})
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
 def test_a_file_where_a_folder_should_be_raises_results_error(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import warnings
 
-import msgpack
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,9 +135,21 @@ def test_catalog_delay_is_labelled_an_emulation(db):
 
 def _timing(resp) -> dict:
     metrics = parse_server_timing(resp.headers["server-timing"])
-    assert list(metrics) == STAGES
-    assert all(m.dur_ms is not None and m.dur_ms >= 0 for m in metrics.values())
+    names = list(metrics)
+    assert names[:6] == STAGES[:6] and names[-1] == "total" and set(names[6:-1]) <= {"gc", "size", "compress"}, names
+    assert all(m.dur_ms is not None and m.dur_ms >= 0 for n, m in metrics.items() if n != "size")
+    if resp.status_code == 200:
+        assert metrics["size"].count == len(resp.content)  # the body as sent (compressed, if it was)
     return metrics
+
+
+def _content(resp, schema=None):
+    """What a client reads from a response: decoded by its Content-Type."""
+    from labkit.toyshop.core import decode, to_builtins
+
+    fmt = {"application/json": "json", "application/msgpack": "msgpack",
+           "application/x-protobuf": "protobuf"}[resp.headers["content-type"]]
+    return to_builtins(decode(resp.content, fmt, schema=schema if fmt == "protobuf" else None))
 
 
 @pytest.mark.parametrize("variant, queries, calls", [("naive", 252, 200), ("batched", 4, 4), ("join", 2, 4)])
@@ -157,8 +168,7 @@ def test_every_variant_of_export_gives_the_same_content(client):
         for io in REQUEST_SWITCHES["io"]:
             for codec in REQUEST_SWITCHES["codec"]:
                 resp = client.get(f"/customers/5/export?n1={n1}&io={io}&codec={codec}")
-                data = msgpack.unpackb(resp.content) if codec == "msgpack" else orjson.loads(resp.content)
-                assert data == base, (n1, io, codec)
+                assert _content(resp, "export") == base, (n1, io, codec)
     trimmed = client.get("/customers/5/export?fields=trimmed").json()
     assert len(trimmed["orders"][0]["items"][0]["product"]) == 8
     assert client.get("/customers/5/export?codec=msgpack").headers["content-type"] == "application/msgpack"
@@ -235,6 +245,8 @@ def test_process_defaults_and_validation(db, catalog):
         resolve({"nplus1": "join"})
 
 
+_accepts = st.sampled_from([None, "*/*", "application/msgpack", "application/x-protobuf", "text/html", "a/b;q=0",
+                            "application/json;q=0", "application/*;q=0.2, application/msgpack;q=0"]) | st.text(max_size=20)
 _switch_values = st.sampled_from([v for vs in REQUEST_SWITCHES.values() for v in vs] + ["", "x", "1", "é"])
 _names = st.sampled_from([*REQUEST_SWITCHES, "customer_id", "lines", "seed", "ids"]) | st.text(max_size=6)
 _values = _switch_values | st.integers(-5, 10**12).map(str) | st.text(max_size=12)
@@ -244,30 +256,55 @@ _segment = (st.integers(-3, 2**40).map(str) | st.text(max_size=20)
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(template=st.sampled_from(["/customers/{}/export", "/orders/{}", "/config/{}", "/quote", "/health"]),
-       segment=_segment, params=st.lists(st.tuples(_names, _values), max_size=4))
-def test_fuzz_no_endpoint_answers_500(client, template, segment, params):
+       segment=_segment, params=st.lists(st.tuples(_names, _values), max_size=4), accept=_accepts)
+def test_fuzz_no_endpoint_answers_500(client, template, segment, params, accept):
     from urllib.parse import quote
 
     path = template.format(quote(segment, safe="")) if "{}" in template else template
-    resp = client.get(path, params=params)
-    assert resp.status_code in (200, 400, 404), (path, params, resp.text[:300])
+    try:
+        headers = {"accept": accept} if accept is not None else {}
+        resp = client.get(path, params=params, headers=headers)
+    except (UnicodeEncodeError, ValueError):
+        return  # a header no HTTP client can send
+    assert resp.status_code in (200, 400, 404, 406), (path, params, accept, resp.text[:300])
     if resp.status_code != 404 or path.count("/") > 1:
         assert "server-timing" in resp.headers
 
 
 def test_queue_switch_sheds_load_with_503(db):
     import asyncio
+    import threading
+    import time
 
     import httpx
 
-    # GIVEN one pool thread and room for one waiting request WHEN five arrive at once THEN three get 503
-    app = create_app(db, FakeCatalog.from_db(db, delay_ms=30), variants={"pool": 1, "queue": 1})
+    # GIVEN one pool thread, room for one waiting request, and a catalog that holds every call until released
+    gate = threading.Event()
+
+    class HeldCatalog(FakeCatalog):
+        def _fetch(self, path):
+            gate.wait(30)
+            return super()._fetch(path)
+
+    app = create_app(db, HeldCatalog.from_db(db), variants={"pool": 1, "queue": 1})
 
     async def burst():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://toyshop") as c:
-            return await asyncio.gather(*[c.get("/orders/1") for _ in range(5)])
+            tasks = [asyncio.create_task(c.get("/orders/1")) for _ in range(5)]
+            deadline = time.monotonic() + 30
+            while sum(t.done() for t in tasks) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            # WHEN five arrive while the first is held THEN three are shed at once, without waiting for it
+            shed = [t.result().status_code for t in tasks if t.done()]
+            gate.set()
+            return shed, sorted(r.status_code for r in await asyncio.gather(*tasks))
 
-    statuses = sorted(r.status_code for r in asyncio.run(burst()))
+    try:
+        shed, statuses = asyncio.run(burst())
+    finally:
+        gate.set()
+    assert shed == [503, 503, 503]
+    # AND the two admitted (one running, one queued) are served once the catalog answers
     assert statuses == [200, 200, 503, 503, 503]
 
 
@@ -318,3 +355,51 @@ def test_stats_counts_every_request_in_flight_not_only_those_in_the_pool(db):
         asyncio.run(scenario())
     finally:
         gate.set()
+
+
+# ------------------------------------------------------------------------------- content negotiation
+
+
+@pytest.mark.parametrize("path, schema", [("/customers/5/export", "export"), ("/orders/3", "order")])
+def test_accept_picks_the_format_and_every_format_carries_the_same_content(client, path, schema):
+    base = client.get(path).json()
+    for accept, media in [("*/*", "application/json"), ("application/msgpack", "application/msgpack"),
+                          ("application/x-protobuf", "application/x-protobuf"),
+                          ("application/json;q=0.1, application/x-msgpack;q=0.9", "application/msgpack")]:
+        resp = client.get(path, headers={"accept": accept})
+        assert resp.status_code == 200 and resp.headers["content-type"] == media, accept
+        assert resp.headers["vary"] == "Accept"
+        assert _content(resp, schema) == base, accept
+        _timing(resp)
+    typed = client.get(path + "?codec=msgspec", headers={"accept": "application/msgpack"})
+    assert typed.headers["content-type"] == "application/msgpack" and "codec=msgspec" in typed.headers["x-variant"]
+    assert _content(typed) == base
+
+
+def test_406_names_what_is_supported_and_protobuf_needs_a_schema(client):
+    resp = client.get("/quote?lines=3", headers={"accept": "application/x-protobuf"})
+    assert resp.status_code == 406
+    assert resp.json()["supported"] == ["application/json", "application/msgpack"]
+    assert "application/msgpack" in resp.json()["message"]
+    _timing(resp)
+    assert client.get("/customers/5/export", headers={"accept": "text/html"}).json()["supported"] == [
+        "application/json", "application/msgpack", "application/x-protobuf"]
+    bad = client.get("/quote?lines=3&codec=protobuf")
+    assert bad.status_code == 400 and bad.json()["parameter"] == "codec"
+    assert client.get("/customers/5/export?codec=pickle").json()["parameter"] == "codec"
+    only_msgpack = client.get("/orders/3?codec=msgpack", headers={"accept": "application/json"})
+    assert only_msgpack.status_code == 406 and only_msgpack.json()["supported"] == ["application/msgpack"]
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+def test_compression_switch_sets_content_encoding_and_keeps_content(client, coding):
+    from labkit.toyshop.core import decompress
+
+    base = client.get("/customers/1/export?fields=trimmed")
+    with client.stream("GET", f"/customers/1/export?fields=trimmed&compress={coding}") as resp:
+        raw = b"".join(resp.iter_raw())
+    assert resp.headers["content-encoding"] == coding and len(raw) < len(base.content) / 3
+    assert decompress(raw, coding) == base.content
+    m = parse_server_timing(resp.headers["server-timing"])
+    assert m["size"].count == len(raw) and m["size"].desc == f"from {len(base.content)} bytes"
+    assert m["compress"].dur_ms > 0

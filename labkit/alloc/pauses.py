@@ -28,6 +28,7 @@ pauses (the oldest are dropped and counted), so it can run for the life of a ser
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import threading
@@ -218,10 +219,9 @@ class PauseRecorder:
         self._buf.append(pause)
         self._seen += 1
         if self.on_pause is not None:
-            try:
+            # an exception here would surface inside an unrelated allocation: swallowed
+            with contextlib.suppress(Exception):
                 self.on_pause(*pause)
-            except Exception:  # noqa: BLE001 - an exception here would surface inside an unrelated allocation
-                pass
 
     @property
     def dropped(self) -> int:
@@ -251,10 +251,8 @@ class PauseRecorder:
         with self._lock:
             if not self._running:
                 raise BadInputError("this PauseRecorder is not recording: call start() first")
-            try:
+            with contextlib.suppress(ValueError):  # someone cleared gc.callbacks: what was recorded is kept
                 gc.callbacks.remove(self._callback)
-            except ValueError:
-                pass  # someone cleared gc.callbacks: what was recorded until then is kept
             self._running = False
             self._t1 = self.clock()
             self.result = self.snapshot()

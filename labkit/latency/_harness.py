@@ -9,6 +9,7 @@ than a number measuring something else.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import time
@@ -19,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Samples", "Clock", "unavailable", "time_each", "time_batches", "python_cost", "pinned", "method_of"]
+from labkit.clock import Clock
+from labkit.results import Saveable
 
-Clock = Callable[[], int]
+__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "pinned", "method_of"]
 
 
 @dataclass(frozen=True)
-class Samples:
+class Samples(Saveable):
     """Raw per-operation samples of one row of the latency table.
 
     Attributes:
@@ -37,6 +39,8 @@ class Samples:
         note: set when the row is degraded, approximate or unavailable; says why and what to do.
         extra: anything else worth keeping (working-set bytes, GB/s, resident pages…).
     """
+
+    KIND = "latency_samples"
 
     key: str
     label: str
@@ -60,23 +64,26 @@ class Samples:
         """The ``q``-th percentile (0–100) of the samples in ns, NaN when unavailable."""
         return float(np.percentile(self.samples_ns, q)) if self.samples_ns else float("nan")
 
+    def to_frame(self) -> Any:
+        """One row per sample: key, sample index, ns."""
+        import pandas as pd
+
+        return pd.DataFrame({"key": self.key, "sample": range(len(self.samples_ns)),
+                             "ns": np.asarray(self.samples_ns, dtype=float)})
+
     def __repr__(self) -> str:
         note = f", note={self.note!r}" if self.note else ""
         return (f"Samples({self.key!r}, median={self.median_ns:.4g} ns, n={len(self.samples_ns)}"
                 f"{note})")
 
-    def to_dict(self) -> dict[str, Any]:
-        """A plain JSON-ready dict."""
-        return {"key": self.key, "label": self.label, "family": self.family,
-                "samples_ns": [float(v) for v in self.samples_ns], "method": self.method,
-                "note": self.note, "extra": dict(self.extra)}
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Samples:
-        """Rebuild from :meth:`to_dict` output."""
-        return cls(key=data["key"], label=data["label"], family=data["family"],
-                   samples_ns=tuple(float(v) for v in data.get("samples_ns") or ()),
-                   method=data.get("method", ""), note=data.get("note"), extra=dict(data.get("extra") or {}))
+        """Rebuild from :meth:`to_dict` output (a row saved inside a version-1 table has no header)."""
+        if "kind" not in data:
+            data = {"kind": cls.KIND, "version": 1, **data}
+        out: Samples = super().from_dict(data)
+        return dataclasses.replace(out, samples_ns=tuple(float(v) for v in out.samples_ns or ()),
+                                   extra=dict(out.extra or {}))
 
 
 def method_of(fn: Callable[..., Any]) -> str:

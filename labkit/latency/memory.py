@@ -16,7 +16,7 @@ import numpy as np
 from labkit.latency._harness import Samples, method_of, pinned, unavailable, usable_cpus
 
 __all__ = ["pointer_chase", "cache_rows", "branch_mispredict", "seq_read_bandwidth", "chase_sizes",
-           "cache_sizes"]
+           "cache_sizes", "chase_steps"]
 
 KiB, MiB = 1024, 1024 * 1024
 LINE = 64  # bytes per cache line on x86-64 and most ARM cores
@@ -33,16 +33,22 @@ def _build_cycle_py(nlines, stride, seed):  # pragma: no cover - runs compiled
     for i in range(nlines - 1, 0, -1):
         j = np.random.randint(0, i)
         perm[i], perm[j] = perm[j], perm[i]
-    a = np.zeros(nlines * stride, np.int64)
+    a = np.zeros(nlines * stride, np.uint64)
     for i in range(nlines):
         a[i * stride] = perm[i] * stride
     return a
 
 
 def _chase_py(a, steps, p):  # pragma: no cover - runs compiled
+    # Compiled for unsigned indices only (see _CHASE_SIGNATURE): with a signed index numba must handle a
+    # negative one (a[-1]), and that check (shift, and, a two-register address) sits in the dependent chain
+    # between two loads, adding cycles to every step. Unsigned, each step is one load, as in C.
     for _ in range(steps):
         p = a[p]
     return p
+
+
+_CHASE_SIGNATURE = "uint64(uint64[::1], int64, uint64)"
 
 
 def _filter_py(a, threshold, out):  # pragma: no cover - runs compiled
@@ -72,7 +78,7 @@ def _kernels() -> dict[str, Any]:
     if not _KERNELS:
         _KERNELS.update(
             build=numba.njit(cache=True)(_build_cycle_py),
-            chase=numba.njit(cache=True)(_chase_py),
+            chase=numba.njit(_CHASE_SIGNATURE, cache=True)(_chase_py),
             filter=numba.njit(cache=True)(_filter_py),
             sum=numba.njit(cache=True, fastmath=True)(_sum_py),
         )
@@ -128,15 +134,18 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
                   sample_ns: float | None = None, seed: int = 1) -> tuple[Samples, ...]:
     """Dependent pointer chase over a random single cycle of cache lines, one row per working-set size.
 
-    Method: for each working set, an int64 array holds one pointer per 64-byte cache line; the pointers
-    form one random cycle (Sattolo's algorithm), so every load depends on the previous one and the hardware
-    prefetcher cannot guess the next line. A numba-compiled loop follows the chain for a calibrated number
-    of steps (about 0.2–0.3 ms per sample, short so that few samples are cut by the scheduler); a sample
-is the elapsed time divided by the steps. The array is
-    built (every page touched) and the chain walked once before timing, and the thread is pinned to one CPU.
+    Method: for each working set, an array holds one pointer (an unsigned 64-bit index) per 64-byte cache
+    line; the pointers form one random cycle (Sattolo's algorithm), so every load depends on the previous one
+    and the hardware prefetcher cannot guess the next line. A numba-compiled loop follows the chain for a
+    calibrated number of steps (about 0.2–0.3 ms per sample, short so that few samples are cut by the
+    scheduler); a sample is the elapsed time divided by the steps. The array is built (every page touched)
+    and the chain walked once before timing, and the thread is pinned to one CPU.
     Overhead: one call into compiled code per sample (well under a µs) spread over 10^3–10^5 steps, and the
-    loop's own increment/compare, which overlaps the load. Large sets also pay TLB misses (4 KiB pages),
-    which is part of what a random DRAM access costs a real program.
+    loop's own counter, which runs beside the loads, not between them. The index is unsigned so that no
+    negative-index check sits in the chain: each step compiles to one load, as a C chase does
+    (``tests/benchmarks/bench_latency_chase.py`` holds every row against a C ``-O2`` chase over the same
+    array and prints the ratios). Large sets also pay TLB misses (4 KiB pages), which is part of what a
+    random DRAM access costs a real program.
     """
     method = method_of(pointer_chase)
     sizes = sizes or chase_sizes(quick)
@@ -153,13 +162,8 @@ is the elapsed time divided by the steps. The array is
     out = []
     with pinned({usable_cpus()[0]}):
         for size in sizes:
-            nlines = max(2, size // LINE)
-            a = k["build"](nlines, LINE // 8, seed)
-            p = k["chase"](a, min(nlines, 1 << 20), 0)  # warm: walk the chain once
-            t0 = time.perf_counter_ns()
-            p = k["chase"](a, 20_000, p)
-            est = max(0.1, (time.perf_counter_ns() - t0) / 20_000)
-            steps = int(min(max(1_000, sample_ns / est), 5_000_000))
+            a = k["build"](max(2, size // LINE), LINE // 8, seed)
+            steps, p = chase_steps(k["chase"], a, sample_ns)
             samples = []
             for _ in range(repeats):
                 t0 = time.perf_counter_ns()
@@ -170,6 +174,18 @@ is the elapsed time divided by the steps. The array is
                                f"dependent load, {_fmt_bytes(size)} working set", "cpu", tuple(samples),
                                method, None, {"working_set_bytes": size, "steps": steps}))
     return tuple(out)
+
+
+def chase_steps(chase: Any, a: np.ndarray, sample_ns: float) -> tuple[int, int]:
+    """Warm a chain (walk it once, every line touched) and find the steps one sample of ``sample_ns`` needs.
+
+    Returns ``(steps, p)``: the step count, and where the walk stands (continue from there).
+    """
+    p = chase(a, min(len(a) // (LINE // 8), 1 << 20), 0)
+    t0 = time.perf_counter_ns()
+    p = chase(a, 20_000, p)
+    est = max(0.1, (time.perf_counter_ns() - t0) / 20_000)
+    return int(min(max(1_000, sample_ns / est), 5_000_000)), p
 
 
 _ROW_LABELS = {"mem_l1": "L1 cache hit (dependent load)", "mem_l2": "L2 cache hit (dependent load)",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import http.client
 import socket
 import subprocess
 import sys
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -65,49 +63,39 @@ def tcp_loopback_rtt(*, quick: bool = False, rounds: int | None = None) -> Sampl
 def http_samples(url: str, *paths: str, rounds: int = 30, warmup: int = 3) -> tuple[Samples, ...]:
     """Time sequential GETs of each path on one kept-alive connection, interleaved round-robin.
 
-    Method: one ``http.client`` connection to ``url``; ``warmup`` untimed rounds, then ``rounds`` rounds in
-    which every path is requested once, in turn (so a drift in machine load hits every path alike). A
-    sample is one request: send, wait, read the whole body. The ``Server-Timing`` header of every response
-    is parsed; ``extra`` keeps each metric's median duration (ms) and its last ``count`` (queries, calls),
-    and the body size in bytes. Overhead: ``http.client`` on this side, as for the ``http_health`` row.
+    Method: one :class:`labkit.client.Endpoint` (the keep-alive client every labkit HTTP measurement uses) to
+    ``url``; ``warmup`` untimed rounds, then ``rounds`` rounds in which every path is requested once, in turn
+    (so a drift in machine load hits every path alike). A sample is one request: send, wait, read the whole
+    body. The ``Server-Timing`` header of every response is parsed; ``extra`` keeps each metric's median
+    duration (ms) and its last ``count`` (queries, calls), and the body size in bytes. Overhead: ``http.client``
+    on this side, as for the ``http_health`` row.
 
     Raises:
         ServiceError: a request failed or did not answer 200, naming the path and status.
     """
+    from labkit.client import Endpoint
     from labkit.errors import ServiceError
-    from labkit.trace import parse_server_timing
 
-    parts = urlsplit(url)
-    base = parts.path.rstrip("/")
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=60)
+    base = urlsplit(url).path.rstrip("/")
     times: dict[str, list[float]] = {p: [] for p in paths}
     timing: dict[str, dict[str, list[float]]] = {p: {} for p in paths}
     counts: dict[str, dict[str, int]] = {p: {} for p in paths}
     size: dict[str, int] = {}
-    try:
+    with Endpoint(url) as client:
         for i in range(warmup + rounds):
             for path in paths:
-                t0 = time.perf_counter_ns()
-                try:
-                    conn.request("GET", base + path)
-                    resp = conn.getresponse()
-                    body = resp.read()
-                except (OSError, http.client.HTTPException) as e:
-                    raise ServiceError(f"GET {base + path} on {url} failed: {e}; is the service running?") from e
-                dt = time.perf_counter_ns() - t0
-                if resp.status != 200:
-                    raise ServiceError(f"GET {base + path} answered {resp.status}: {body[:200]!r}")
+                reply = client.get(base + path)
+                if reply.status != 200:
+                    raise ServiceError(f"GET {base + path} answered {reply.status}: {reply.body[:200]!r}")
                 if i < warmup:
                     continue
-                times[path].append(float(dt))
-                size[path] = len(body)
-                for name, m in parse_server_timing(resp.getheader("Server-Timing") or "").items():
+                times[path].append(float(reply.elapsed_ns))
+                size[path] = len(reply.body)
+                for name, m in reply.timing.items():
                     if m.dur_ms is not None:
                         timing[path].setdefault(name, []).append(m.dur_ms)
                     if m.count is not None:
                         counts[path][name] = m.count
-    finally:
-        conn.close()
     method = method_of(http_samples)
     return tuple(Samples(path, f"GET {path}", "io", tuple(times[path]), method, None,
                          {"server_timing_ms": {k: float(sorted(v)[len(v) // 2]) for k, v in timing[path].items()},
@@ -125,12 +113,15 @@ def http_health(*, quick: bool = False, rounds: int | None = None, url: str | No
     """One HTTP/1.1 GET of toyshop's ``/health`` over a kept-alive loopback connection.
 
     Method: starts toyshop with ``labkit.service.start()`` (or uses ``url`` when given), opens one
-    ``http.client`` connection, warms it up, then times each GET + full read of the response. The
+    :class:`labkit.client.Endpoint` connection, warms it up, then times each GET + full read of the response. The
     connection is reused, so no TCP handshake is included: this is the per-request floor of the client
     library, the loopback round trip and the server framework. Overhead: ``http.client`` parsing the
     response in Python on this side (tens of µs), which any Python client pays.
     Degrades (no samples, with a note) when the service cannot be imported or started.
     """
+    from labkit.client import Endpoint
+    from labkit.errors import ServiceError
+
     method = method_of(http_health)
     rounds = rounds or (200 if quick else 1000)
     svc = None
@@ -143,22 +134,18 @@ def http_health(*, quick: bool = False, rounds: int | None = None, url: str | No
                                    f"toyshop could not be started ({type(e).__name__}: {e}); run "
                                    "`labkit serve` by hand to see why, or pass url=", method)
             url = svc.url
-        parts = urlsplit(url)
-        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=10)
-        path = (parts.path.rstrip("/") or "") + "/health"
-        try:
-            def once() -> None:
-                conn.request("GET", path)
-                resp = conn.getresponse()
-                resp.read()
-                if resp.status != 200:
-                    raise RuntimeError(f"GET {path} answered {resp.status}")
-
-            samples = time_each(once, rounds, warmup=50, clock=time.perf_counter_ns)
-        finally:
-            conn.close()
+        path = (urlsplit(url).path.rstrip("/") or "") + "/health"
+        with Endpoint(url, timeout=10) as client:
+            for _ in range(50):  # warm-up: the connection, the server's code paths
+                client.get(path)
+            samples = []
+            for _ in range(rounds):
+                reply = client.get(path)
+                if reply.status != 200:
+                    raise ServiceError(f"GET {path} answered {reply.status}")
+                samples.append(float(reply.elapsed_ns))
     finally:
         if svc is not None:
             svc.stop()
-    return Samples("http_health", "HTTP GET /health (toyshop, loopback)", "io", samples, method, None,
+    return Samples("http_health", "HTTP GET /health (toyshop, loopback)", "io", tuple(samples), method, None,
                    {"url": url, "rounds": rounds})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -181,7 +182,7 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
     Args:
         quick: smaller working sets, files and sample counts (faster, noisier).
         progress: show a progress bar (a widget in Jupyter, a text bar in a terminal) and one line per
-            probe as it finishes.
+            probe as it finishes — all on stderr, so stdout carries only the result.
         include: run only these probes (names of :data:`PROBES`), e.g. ``{"cache", "syscall"}``.
         exclude: skip these probes (e.g. ``{"http"}`` when toyshop is not wanted).
         dir: where the disk and SQLite probes make their temporary files (default: the system temp folder;
@@ -224,11 +225,11 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
         seconds[name] = time.perf_counter() - t0
         if progress:
             summary = ", ".join(f"{r.key} {_fmt(r.median_ns)}" for r in got)
-            bar.write(f"{name:<15} {seconds[name]:5.1f} s  {summary}")
+            bar.write(f"{name:<15} {seconds[name]:5.1f} s  {summary}", file=sys.stderr)
     bar.close()
     busy = busy_warning(load_before, _load(), os.cpu_count() or 1)
     if busy and progress:
-        print(f"warning: {busy}", flush=True)
+        print(f"warning: {busy}", file=sys.stderr, flush=True)
     return LatencyTable(tuple(rows), curve, quick, time.perf_counter() - start, seconds, fingerprint(),
                         (busy,) if busy else ())
 

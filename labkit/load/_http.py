@@ -1,7 +1,8 @@
 """A minimal HTTP/1.1 client connection on asyncio streams (GET only, keep-alive, reconnects).
 
-Why not aiohttp or httpx: on this machine kind aiohttp holds ~2-3k req/s and adds ~0.4 ms to every
-request, which would swamp the latencies we measure; a bare streams client on uvloop reaches ~9k req/s.
+Why not aiohttp or httpx: their per-request work in Python caps the rate one process can offer and adds to
+every latency we measure; a bare streams client on uvloop does far less (``tests/benchmarks/bench_load_vs_wrk.py``
+holds this client against wrk on the same target).
 It speaks just enough HTTP for a load generator: GET, ``Content-Length`` and chunked bodies (bodies are read
 and discarded), ``Connection: close``, and bodies delimited by the server closing the connection.
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+
+from labkit.clock import Clock
 
 __all__ = ["HTTPConnection", "ProtocolError", "ConnectError"]
 
@@ -28,7 +30,7 @@ class ConnectError(Exception):
 class _StampingProtocol(asyncio.StreamReaderProtocol):
     """asyncio's stream protocol that also notes when bytes last arrived (before any task is woken)."""
 
-    def __init__(self, reader: asyncio.StreamReader, clock: Callable[[], int]) -> None:
+    def __init__(self, reader: asyncio.StreamReader, clock: Clock) -> None:
         super().__init__(reader)
         self._clock = clock
         self.last_data_ns = 0
@@ -54,7 +56,7 @@ class HTTPConnection:
                  "_clock", "done_ns")
 
     def __init__(self, host: str, port: int, host_header: str,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Clock = time.perf_counter_ns) -> None:
         self.host = host
         self.port = port
         self._host_header = host_header

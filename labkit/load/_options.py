@@ -168,12 +168,12 @@ def make_settings(
     if isinstance(paths, str):
         paths = [paths]
     path_tuple = None if paths is None else tuple(paths)
-    if path_tuple is not None:
-        if not path_tuple or not all(isinstance(p, str) and p.startswith("/") for p in path_tuple):
-            raise BadInputError(
-                f"paths must be a non-empty list of strings starting with '/', e.g. ['/orders/1', '/orders/2'], "
-                f"got {paths!r}; or pass a function i -> path"
-            )
+    if path_tuple is not None and (
+            not path_tuple or not all(isinstance(p, str) and p.startswith("/") for p in path_tuple)):
+        raise BadInputError(
+            f"paths must be a non-empty list of strings starting with '/', e.g. ['/orders/1', '/orders/2'], "
+            f"got {paths!r}; or pass a function i -> path"
+        )
     return Settings(
         url=url,
         mode=mode,

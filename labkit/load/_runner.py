@@ -101,14 +101,14 @@ def _drive(engine: Engine, cpus: Iterable[int] | None, progress: bool, desc: str
                 os.sched_setaffinity(0, cpus)  # 0 = this thread only, on Linux
             loop = uvloop.new_event_loop()
             box["loop"] = loop
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+        except BaseException as exc:  # handed to the caller below
             box["exc"] = exc
             ready.set()
             return
         ready.set()
         try:
             box["raw"] = loop.run_until_complete(engine.run())
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # handed to the caller below
             box["exc"] = exc
         finally:
             loop.close()

@@ -8,11 +8,11 @@ by shape, and point at the shapes repeated once per item.
 
 Modules: ``shapes`` (normalisation), ``taps`` (how each target is listened to and timed), ``recorder``
 (``watch``), ``report`` (the value), ``render`` (text/HTML), ``budget`` (assertions for tests),
-``sites`` (call sites), ``pytest_plugin`` (the ``query_budget`` fixture), ``endpoint`` (a keep-alive client reading Server-Timing).
+``sites`` (call sites), ``pytest_plugin`` (the ``query_budget`` fixture). The keep-alive client that times
+requests and reads their Server-Timing is ``labkit.client.Endpoint``.
 """
 
 from labkit.nplusone.budget import QueryBudgetExceeded, assert_max_queries, check_budget
-from labkit.nplusone.endpoint import Endpoint, Reply
 from labkit.nplusone.recorder import Watch, watch
 from labkit.nplusone.render import render_html, render_text
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, ShapeStats
@@ -20,10 +20,8 @@ from labkit.nplusone.shapes import normalise_sql, normalise_url
 
 __all__ = [
     "DEFAULT_THRESHOLD",
-    "Endpoint",
     "Query",
     "QueryBudgetExceeded",
-    "Reply",
     "Report",
     "ShapeStats",
     "Watch",

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
 from labkit.nplusone.sites import format_site, skip_cache
@@ -46,7 +47,7 @@ class Watch:
     """
 
     def __init__(self, targets: tuple[Any, ...], threshold: int = DEFAULT_THRESHOLD, *, label: str = "",
-                 skip: tuple[str, ...] = (), clock: Callable[[], int] = time.perf_counter_ns,
+                 skip: tuple[str, ...] = (), clock: Clock = time.perf_counter_ns,
                  keep: int = 100) -> None:
         if not targets:
             raise BadInputError(
@@ -135,7 +136,7 @@ class Watch:
 
 
 def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", skip: tuple[str, ...] = (),
-          clock: Callable[[], int] = time.perf_counter_ns) -> Watch:
+          clock: Clock = time.perf_counter_ns) -> Watch:
     """Record every query made through *targets*; a context manager, a decorator, or ``start()/stop()``.
 
     Args:
@@ -153,16 +154,15 @@ def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", sk
 
     Every query made through a target while the block runs is recorded, from any thread (a target shared by
     concurrent requests reports all of them). Nested blocks on the same target each see their own span. The
-    call site of a query is the first frame outside this package, sqlite3, SQLAlchemy, the toyshop's transport
-    modules (``toyshop/db.py``, ``toyshop/catalog.py``), paths in *skip*, and functions that set
-    ``__tracebackhide__``; for the toyshop export that is the loop in ``toyshop/export.py``.
-    Cost (``tests/benchmarks/bench_nplusone.py`` measures it): recording is ~2 µs per SQL query and under 1 µs
-    per catalog call in a tight loop, 3–5 µs per event inside a real export (cold caches), plus ~10 µs per
-    block (~50 µs in situ); the ``Query`` values are built when ``report.queries`` is first read (~2 µs per
-    query then), not while the block runs. The in-process toyshop export with 252 queries and 200 loopback
-    catalog calls runs ~4 % slower watched. A call site found once is reused while the same call expression
-    (the same frame, at the same instruction) issues the next query, so a client's own frames are walked once
-    per loop, not per call.
+    call site of a query is the first frame in your code, whatever library stands in between: frames in the
+    standard library and in installed packages (by where their files live), in this package, in the toyshop's
+    transport modules (``toyshop/db.py``, ``toyshop/catalog.py``), under paths in *skip*, and in functions that
+    set ``__tracebackhide__`` are passed over (see ``labkit.nplusone.sites``); for the toyshop export that is
+    the loop in ``toyshop/export.py``. A call site found once is reused while the same call expression (the
+    same frame, at the same instruction) issues the next query, so a library's frames are walked once per
+    loop, not per call. Recording keeps raw slots; the ``Query`` values are built when ``report.queries`` is
+    first read. What recording costs — per SQL query, per catalog call, per block, and on the whole toyshop
+    export against the 5 % goal — is printed by ``tests/benchmarks/bench_nplusone.py``.
 
     Example:
         >>> with watch(conn, catalog) as w:      # doctest: +SKIP

@@ -7,20 +7,18 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from labkit.nplusone.shapes import normalise_sql, normalise_url
+from labkit.results import Saveable, jsonable
 
 __all__ = ["Query", "ShapeStats", "Report", "DEFAULT_THRESHOLD"]
 
 DEFAULT_THRESHOLD = 5  # more than 5 repeats of one shape in a block is a suspect (nplusone/zeal practice)
-KIND = "labkit.nplusone.report"
-VERSION = 1
 
 
 # Cheap pre-normalisation used as the cache key, so that statements differing only in ids share one cache
-# entry (the full tokenizer costs ~10 µs). Only applied where it cannot change the final shape.
+# entry (the full tokenizer is far slower than these regexes). Only applied where it cannot change the final shape.
 _URL_IDS = re.compile(r"(?<=/)\d+(?=/|\?|$)|(?<==)\d+(?:,\d+)+(?=&|$)|(?<==)\d+(?=&|$)")
 _UNSAFE_FOR_KEY = re.compile(r"--|/\*|[\"`\[]|\w'")  # comments, quoted identifiers, x'..' blobs
 _SQL_LITERALS = re.compile(r"'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
@@ -108,7 +106,7 @@ class ShapeStats:
 
 
 @dataclass(frozen=True, repr=False)
-class Report:
+class Report(Saveable):
     """What a ``watch`` block saw.
 
     Attributes:
@@ -118,6 +116,8 @@ class Report:
         label: free text (the function name for the decorator form).
         fingerprint: environment fingerprint, filled when saved.
     """
+
+    KIND = "labkit.nplusone.report"
 
     queries: tuple[Query, ...]
     wall_ns: int
@@ -220,28 +220,19 @@ class Report:
         return pd.DataFrame(rows, columns=["shape", "kind", "count", "total_ns", "mean_ns", "site", "suspect"])
 
     def to_dict(self) -> dict[str, Any]:
-        """Versioned JSON-ready dict."""
-        return {
-            "kind": KIND,
-            "version": VERSION,
-            "label": self.label,
-            "threshold": self.threshold,
-            "wall_ns": self.wall_ns,
-            "queries": [q._asdict() for q in self.queries],
-            "fingerprint": self.fingerprint,
-        }
+        """The shared result format (``kind``, ``version``); each query as a dict of its fields; the environment
+        fingerprint is taken now if the report has none (recording skips it: it costs more than a block)."""
+        from labkit.fingerprint import fingerprint
+
+        data = super().to_dict()
+        data["queries"] = [q._asdict() for q in self.queries]
+        data["fingerprint"] = jsonable(self.fingerprint or fingerprint())
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
         """Inverse of ``to_dict``; raises ResultsError on another kind or a newer version."""
-        from labkit.errors import ResultsError
-
-        if data.get("kind") != KIND or int(data.get("version", 0)) > VERSION:
-            raise ResultsError(
-                f"not an N+1 report this labkit can read (kind={data.get('kind')!r}, version="
-                f"{data.get('version')!r}; expected kind={KIND!r}, version<={VERSION}): load it with the "
-                "matching loader or upgrade labkit."
-            )
+        cls.check_header(data)
         return cls(
             queries=tuple(Query(**q) for q in data["queries"]),
             wall_ns=int(data["wall_ns"]),
@@ -249,23 +240,6 @@ class Report:
             label=data.get("label", ""),
             fingerprint=dict(data.get("fingerprint") or {}),
         )
-
-    def save(self, path: str | Path) -> Path:
-        """Write as versioned JSON (atomically), with the environment fingerprint; returns the path."""
-        from labkit.fingerprint import fingerprint
-        from labkit.results import write_json_atomic
-
-        data = self.to_dict()
-        data["fingerprint"] = self.fingerprint or fingerprint()
-        write_json_atomic(Path(path), data)
-        return Path(path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> Report:
-        """Read a report written by ``save``."""
-        from labkit.results import read_json
-
-        return cls.from_dict(read_json(Path(path), kind=KIND))
 
     def __str__(self) -> str:
         from labkit.nplusone.render import render_text

@@ -1,59 +1,81 @@
-"""Call sites: which line of *your* code issued a query (the first frame outside the plumbing).
+"""Call sites: which line of *your* code issued a query — the first frame that is not library code.
 
-Skipped: this package, the ``sqlite3`` package, SQLAlchemy, ``contextlib``/``functools`` wrappers, the
-toyshop's transport modules (``toyshop/db.py``, ``toyshop/catalog.py``), extra path prefixes given to
-``watch(skip=…)``, and functions that set ``__tracebackhide__`` (pytest's marker for helpers). Decisions are
-cached per code object (one cache per ``skip`` tuple), keyed by ``id(code)`` (a code object's own hash is
-recomputed from its contents on every lookup, ~0.2 µs), so a lookup costs an integer dictionary hit per frame.
+Like an error tracker's "in-app" frames, decided by where a frame's file lives, whatever the library:
 
-While recording, a site is kept raw as ``(code object, f_lasti)`` — two attribute reads; the line number
-(``frame.f_lineno`` walks the code's line table) is resolved only when a report is read, once per distinct
-site (``format_site``).
+- skipped: this package (the detector), the standard library (``sqlite3``, ``contextlib``, ``functools``…,
+  frozen modules included), and every installed package — any file under the interpreter's ``stdlib`` or
+  ``site-packages`` folders (``sysconfig`` and ``site`` say where they are), so an ORM or HTTP client the
+  detector has never heard of is passed through to the line that called it;
+- skipped too: the toyshop's transport modules (``toyshop/db.py``, ``toyshop/catalog.py``: their caller is
+  the interesting line), paths starting with a prefix given to ``watch(skip=…)`` (your own data-access
+  layer), and functions that set ``__tracebackhide__`` (pytest's marker for helpers);
+- kept: everything else — your code, notebook cells, and the rest of labkit (the toyshop's handlers and the
+  labs' code are the code under study, even when labkit is installed in ``site-packages``).
+
+Decisions are cached per code object (one cache per ``skip`` tuple), keyed by ``id(code)`` (a code object's
+own hash is recomputed from its contents on every lookup), so a frame costs an integer dictionary hit.
+While recording, a site is kept raw as ``(code object, f_lasti)``; the line number is resolved only when a
+report is read, once per distinct site (:func:`format_site`).
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
+import site
 import sys
+import sysconfig
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import CodeType
 
-__all__ = ["call_site", "raw_site", "skip_cache", "site_of", "format_site"]
+__all__ = ["Hint", "format_site", "library_prefixes", "site_of", "skip_cache"]
 
-_SKIP_FILES: dict[str, bool] = {}
-_SKIP_PREFIXES: list[str] = [
-    os.path.dirname(__file__) + os.sep,
-    os.path.dirname(sqlite3.__file__) + os.sep,
-    os.path.join(os.path.dirname(os.__file__), "contextlib.py"),
-    os.path.join(os.path.dirname(os.__file__), "functools.py"),
-]
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LABKIT = os.path.dirname(_HERE.rstrip(os.sep)) + os.sep
 # Transport layers of the toyshop: the caller of the client is the interesting line, not the client.
-_SKIP_SUFFIXES = (os.path.join("toyshop", "db.py"), os.path.join("toyshop", "catalog.py"))
-# id(code) -> skipped? One cache per extra-skip tuple (cleared in place: taps hold their bound methods). Code
-# objects seen are kept alive in _KEEP, so their ids are never reused while cached.
-_CACHES: dict[tuple[str, ...], dict[int, bool]] = {}
-_KEEP: dict[int, CodeType] = {}
+_TRANSPORT = (os.path.join("toyshop", "db.py"), os.path.join("toyshop", "catalog.py"))
 
 
-def _skipped(filename: str) -> bool:
-    hit = _SKIP_FILES.get(filename)
+def library_prefixes() -> tuple[str, ...]:
+    """Folders whose files are library code: the standard library and every site-packages folder."""
+    paths = sysconfig.get_paths()
+    found = {paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    found.update(getattr(site, "getsitepackages", list)())
+    if site.ENABLE_USER_SITE:
+        found.add(site.getusersitepackages())
+    out = set()
+    for folder in filter(None, found):
+        for form in (os.path.abspath(folder), os.path.realpath(folder)):
+            out.add(form.rstrip(os.sep) + os.sep)
+    return tuple(sorted(out, key=len, reverse=True))
+
+
+_LIBRARIES = library_prefixes()
+_IN_LIBRARY: dict[str, bool] = {}
+
+
+def is_library(filename: str) -> bool:
+    """True when a frame in *filename* is plumbing rather than the user's code (see the module docstring)."""
+    hit = _IN_LIBRARY.get(filename)
     if hit is None:
-        if "sqlalchemy" in sys.modules and not any("sqlalchemy" in p for p in _SKIP_PREFIXES):
-            import sqlalchemy
-
-            _SKIP_PREFIXES.append(os.path.dirname(sqlalchemy.__file__) + os.sep)
-            _SKIP_FILES.clear()
-            for cache in _CACHES.values():
-                cache.clear()
-        hit = filename.startswith(tuple(_SKIP_PREFIXES)) or filename.endswith(_SKIP_SUFFIXES)
-        hit = hit or filename.startswith("<frozen ")
-        _SKIP_FILES[filename] = hit
+        if filename.startswith(_HERE) or filename.endswith(_TRANSPORT):
+            hit = True
+        elif filename.startswith(_LABKIT):
+            hit = False  # the toyshop and the labs: code under study, wherever labkit is installed
+        else:
+            hit = filename.startswith("<frozen ") or filename.startswith(_LIBRARIES)
+        _IN_LIBRARY[filename] = hit
     return hit
 
 
 Known = Callable[[int], "bool | None"]
 Decide = Callable[[CodeType], bool]
+# The call site found last, as [(depth, id(frame), code, f_lasti)] or [None]: see site_of.
+Hint = list
+
+# id(code) -> skipped? One cache per extra-skip tuple. Code objects seen are kept alive in _KEEP, so their ids
+# are never reused while cached.
+_CACHES: dict[tuple[str, ...], dict[int, bool]] = {}
+_KEEP: dict[int, CodeType] = {}
 
 
 def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
@@ -62,7 +84,7 @@ def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
     cache = _CACHES.setdefault(extra_skip, {})
 
     def decide(code: CodeType) -> bool:
-        hit = (_skipped(code.co_filename) or "__tracebackhide__" in code.co_varnames
+        hit = (is_library(code.co_filename) or "__tracebackhide__" in code.co_varnames
                or bool(extra_skip and code.co_filename.startswith(extra_skip)))
         _KEEP[id(code)] = code
         cache[id(code)] = hit
@@ -71,16 +93,43 @@ def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
     return cache.get, decide
 
 
-def site_of(frame: FrameType | None, known: Known, decide: Decide) -> tuple[CodeType | None, int]:
-    """``(code, f_lasti)`` of the first frame from *frame* outwards that is not skipped (``(None, 0)``)."""
+_getframe = sys._getframe
+
+
+def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> tuple[CodeType | None, int]:
+    """``(code, f_lasti)`` of the first frame, from the caller's caller outwards, that is not skipped.
+
+    The one call-site walk of the detector. With a *hint* (one per tap: the site found last and the depth it
+    was found at), a walk is saved when the frame at that depth is the same activation (same frame id and
+    code) at the same instruction: the query comes from the same call expression as last time, so its site is
+    that line, found without walking (and materialising) the library's frames in between. Only the frame's
+    id is kept, never the frame: holding it would keep its locals alive after it returns.
+    Returns ``(None, 0)`` when every frame is skipped.
+    """
+    if hint is not None:
+        last = hint[0]
+        if last is not None:
+            depth, frame_id, code, lasti = last
+            try:
+                frame = _getframe(depth)
+            except ValueError:
+                frame = None
+            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:  # type: ignore[union-attr]
+                return code, lasti
+    depth = 2  # site_of <- its caller <- where the walk starts
+    frame = _getframe(depth)
     while frame is not None:
         code = frame.f_code
         skip = known(id(code))
         if skip is None:
             skip = decide(code)
         if not skip:
-            return code, frame.f_lasti
+            lasti = frame.f_lasti
+            if hint is not None:
+                hint[0] = (depth, id(frame), code, lasti)
+            return code, lasti
         frame = frame.f_back
+        depth += 1
     return None, 0
 
 
@@ -92,36 +141,17 @@ def format_site(code: CodeType | None, lasti: int) -> str:
     if code is None:
         return "?:0"
     key = (id(code), lasti)
-    site = _SITES.get(key)
-    if site is None:
+    found = _SITES.get(key)
+    if found is None:
         line = code.co_firstlineno
         for start, end, lineno in code.co_lines():
             if start <= lasti < end:
                 if lineno is not None:
                     line = lineno
                 break
-        site = f"{code.co_filename}:{line}"
+        found = f"{code.co_filename}:{line}"
         if len(_SITES) > 50_000:
             _SITES.clear()
         _KEEP[id(code)] = code
-        _SITES[key] = site
-    return site
-
-
-def raw_site(extra_skip: tuple[str, ...] = ()) -> tuple[str, int]:
-    """``(file, line)`` of the first frame on the current stack outside the detector, sqlite3, SQLAlchemy and
-    the toyshop's transport modules, outside any path starting with *extra_skip*, and outside functions that
-    set ``__tracebackhide__`` (pytest's marker for helpers, honoured here for client wrappers)."""
-    code, lasti = site_of(sys._getframe(1), *skip_cache(tuple(extra_skip)))
-    if code is None:
-        return ("?", 0)
-    file, _, line = format_site(code, lasti).rpartition(":")
-    return (file, int(line))
-
-
-def call_site(extra_skip: tuple[str, ...] = ()) -> str:
-    """``file:line`` of the code that called into the detector's targets (see ``raw_site``)."""
-    file, line = raw_site(extra_skip)
-    return f"{file}:{line}"
-
-
+        _SITES[key] = found
+    return found

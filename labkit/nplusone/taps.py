@@ -11,6 +11,9 @@ How each target is timed (the report's ``timing`` column says which applied):
   methods still run underneath), so a query's duration is the time spent in ``execute`` plus in every later
   ``fetch*``/iteration step of the cursor it returned. The cursor handed back is a thin proxy (it is not an
   ``isinstance`` of ``sqlite3.Cursor``); everything else is delegated to the real cursor.
+
+Every tap records through ``Tap.record``, which finds the call site with the one walk in
+``labkit.nplusone.sites.site_of``.
 - ``"vm"`` — a plain ``sqlite3.Connection`` (a C type: its methods cannot be wrapped). Statements come from
   ``set_trace_callback`` (SQLite calls it when a statement starts running, with parameters expanded), and the
   end comes from a progress handler ticking every ``PROGRESS_OPS`` virtual-machine instructions: duration =
@@ -26,16 +29,18 @@ How each target is timed (the report's ``timing`` column says which applied):
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError
-from labkit.nplusone.sites import Decide, Known, call_site, raw_site, site_of, skip_cache
+from labkit.nplusone.sites import Decide, Hint, Known, site_of, skip_cache
 
-__all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "tap_for", "release", "call_site", "raw_site"]
+__all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "tap_for", "release"]
 
 PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connections (resolution vs overhead)
 
@@ -46,13 +51,11 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 # per query would count towards the garbage collector's gen-0 threshold, an int does not.
 # For ``"call"`` and ``"vm"`` timing the duration is completed in place later (a cursor's fetches, or for
 # "vm" the next statement): whoever recorded it keeps the slot's position (``_slot``). Nothing per query is
-# allocated beyond the buffer's growth, so a watched block does not push the garbage collector into extra
+# kept alive beyond the buffer's slots, so a watched block does not push the garbage collector into extra
 # collections. For ``"observer"`` the params slot holds the HTTP method and the statement slot the URL.
 REC = 7
 DUR = 4  # index of the duration within a record
-Clock = Callable[[], int]
 Marks = list[tuple[list[Any], int]]  # (buffer, position of a duration slot), one per sink
-_getframe = sys._getframe
 
 
 def _slot(buf: list[Any], statement: Any, start_ns: int) -> int:
@@ -98,71 +101,40 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
-        # The call site found last, as [(depth, id(frame), code, f_lasti)]: when the frame at that depth of the
-        # stack is that frame object (the same activation of the caller; its code checked too, as an id can be
-        # reused) at the same instruction, the query comes from the same call expression as last time, and its
-        # site is that line — found without walking (and materialising) the client's frames in between. Only
-        # the id is kept: holding the frame would keep its locals alive after it returns. Cleared whenever the
-        # sinks change.
-        self.hint: list[Any] = [None]
+        self.hint: Hint = [None]  # the call site found last (see sites.site_of); cleared when the sinks change
 
     @property
     def clock(self) -> Clock:
         return self.sinks[0].clock
 
     def record(self, statement: str, params: Any, start_ns: int, duration_ns: int) -> Marks:
-        """Append one query to every sink, its call site found from the caller's caller outwards; return where
-        each sink's duration slot is."""
+        """Append one query to every sink, its call site found from the hook's caller outwards; return where
+        each sink's duration slot is (for time added later: a cursor's fetches, the end of a VM statement)."""
         meta = self.meta
-        marks = []
-        if len(self.sinks) == 1:
-            sink = self.sinks[0]
-            code, lasti = self._site(sink)
+        if params.__class__ is tuple and len(params) == 1:
+            params, meta = params[0], self.meta1
+        sinks = self.sinks
+        if len(sinks) == 1:  # the usual case, once per query: kept short
+            sink = sinks[0]
+            code, lasti = site_of(sink.known, sink.decide, self.hint)
             buf = sink.buf
             buf += (meta, statement, params, start_ns, duration_ns, code, lasti)
-            pos = _slot(buf, statement, start_ns)
-            if pos >= 0:
-                marks.append((buf, pos))
-            return marks
-        site = None
-        frame = _getframe(2)
-        for sink in self.sinks:
-            if site is None or sink.skip:
-                site = site_of(frame, sink.known, sink.decide)
+            pos = len(buf) - REC + DUR
+            if buf[pos - 1] != start_ns or buf[pos - 3] is not statement:  # another thread appended meanwhile
+                pos = _slot(buf, statement, start_ns)
+            return [(buf, pos)] if pos >= 0 else []
+        marks = []
+        site: tuple[Any, int] = (None, 0)
+        skip: Any = None  # the skip rules *site* was found with: sinks with the same rules share it
+        for sink in sinks:  # nested watches: no hint, it holds for one set of skip rules
+            if sink.skip != skip:
+                site, skip = site_of(sink.known, sink.decide), sink.skip
             buf = sink.buf
             buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
             pos = _slot(buf, statement, start_ns)
             if pos >= 0:
                 marks.append((buf, pos))
         return marks
-
-    def _site(self, sink: Sink) -> tuple[Any, int]:
-        """The call site for ``record`` (one sink): the hint if it still holds, else a walk from 3 frames up."""
-        hint = self.hint
-        last = hint[0]
-        if last is not None:
-            depth, frame_id, code, lasti = last
-            try:
-                frame = _getframe(depth)
-            except ValueError:
-                frame = None
-            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
-                return code, lasti
-        known = sink.known
-        depth = 3  # _site <- record <- the hook <- its caller
-        frame = _getframe(depth)
-        while frame is not None:
-            code = frame.f_code
-            skip = known(id(code))
-            if skip is None:
-                skip = sink.decide(code)
-            if not skip:
-                lasti = frame.f_lasti
-                hint[0] = (depth, id(frame), code, lasti)
-                return code, lasti
-            frame = frame.f_back
-            depth += 1
-        return None, 0
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -171,25 +143,20 @@ class Tap:
         raise NotImplementedError
 
 
-_new = object.__new__
-
-
 class _CursorProxy:
     """Wraps a cursor: times execute* and every later fetch/iteration step, adding both to one query.
 
     A proxy rather than a cursor subclass so that the connection's own ``execute`` (and whatever cursor
-    class it chooses, such as the toyshop's usage-accounting one) keeps working underneath.
+    class it chooses) keeps working underneath.
     """
 
-    __slots__ = ("_cur", "_tap", "_clock", "_buf", "_pos", "_more")
+    __slots__ = ("_cur", "_tap", "_clock", "_marks")
 
-    def __init__(self, cur: Any, tap: _WrappedSqliteTap) -> None:
+    def __init__(self, cur: Any, tap: _WrappedSqliteTap, clock: Clock, marks: Marks) -> None:
         self._cur = cur
         self._tap = tap
-        self._clock = tap.clock
-        self._buf: list[Any] | None = None  # where fetch time goes: buf[pos] (and each of _more)
-        self._pos = 0
-        self._more: Marks | None = None
+        self._clock = clock
+        self._marks = marks  # where fetch time goes: buf[pos] for each sink
 
     def _exec(self, fn: Any, sql: str, args: tuple[Any, ...]) -> _CursorProxy:
         clock = self._clock
@@ -197,18 +164,8 @@ class _CursorProxy:
         try:
             fn(sql, *args)
         finally:
-            marks = self._tap.record(sql, args[0] if args else None, t0, clock() - t0)
-            self._buf, self._pos = marks[0] if marks else (None, 0)
-            self._more = marks[1:] or None
+            self._marks = self._tap.record(sql, args[0] if args else None, t0, clock() - t0)
         return self
-
-    def _add(self, ns: int) -> None:
-        buf = self._buf
-        if buf is not None:
-            buf[self._pos] += ns
-            if self._more:
-                for b, p in self._more:
-                    b[p] += ns
 
     def execute(self, sql: str, *args: Any) -> _CursorProxy:
         return self._exec(self._cur.execute, sql, args)
@@ -225,7 +182,9 @@ class _CursorProxy:
         try:
             return fn(*args)
         finally:
-            self._add(clock() - t0)
+            ns = clock() - t0
+            for buf, pos in self._marks:
+                buf[pos] += ns
 
     def fetchone(self) -> Any:
         return self._fetch(self._cur.fetchone)
@@ -262,67 +221,28 @@ class _WrappedSqliteTap(Tap):
         conn = self.target
         clock = self.clock
         orig = {n: getattr(conn, n) for n in self._NAMES}  # bound: class methods or earlier wrappers
-        tap, sinks, meta, meta1 = self, self.sinks, self.meta, self.meta1
-        # The connection's own execute may call self.cursor() (the toyshop's does; so does sqlite3's C execute,
-        # through the instance attribute): that cursor must not be proxied again, or each statement would be
-        # recorded twice.
+        tap = self
+        # The connection's own execute may call self.cursor() (sqlite3's C execute does, through the instance
+        # attribute): that cursor must not be proxied again, or each statement would be recorded twice.
         inside = threading.local()
         orig_cursor = orig["cursor"]
 
         def cursor(*args: Any, **kwargs: Any) -> Any:
             cur = orig_cursor(*args, **kwargs)
-            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap)
+            return cur if getattr(inside, "active", False) else _CursorProxy(cur, tap, clock, [])
 
         def wrap(name: str) -> Callable[..., Any]:
             fn = orig[name]
 
             def run(sql: str, *args: Any) -> Any:
-                # the hot path (once per query): locals only, one clock read before and one after
                 t0 = clock()
                 inside.active = True
                 try:
                     cur = fn(sql, *args)
                 finally:
                     inside.active = False
-                    dur = clock() - t0
-                    params = args[0] if args else None
-                    more = None
-                    if len(sinks) == 1:
-                        m = meta
-                        if params.__class__ is tuple and len(params) == 1:
-                            params, m = params[0], meta1
-                        sink = sinks[0]
-                        known = sink.known
-                        buf = sink.buf
-                        frame = _getframe(1)
-                        while frame is not None:  # site_of, inlined
-                            code = frame.f_code
-                            skip = known(id(code))
-                            if skip is None:
-                                skip = sink.decide(code)
-                            if not skip:
-                                buf += (m, sql, params, t0, dur, code, frame.f_lasti)
-                                break
-                            frame = frame.f_back
-                        else:
-                            buf += (m, sql, params, t0, dur, None, 0)
-                        pos = len(buf) - REC + DUR
-                        if buf[pos - 1] != t0 or buf[pos - 3] is not sql:  # another thread appended meanwhile
-                            pos = _slot(buf, sql, t0)
-                            if pos < 0:
-                                buf = None
-                    else:
-                        marks = tap.record(sql, params, t0, dur)
-                        buf, pos = marks[0] if marks else (None, 0)
-                        more = marks[1:] or None
-                proxy = _new(_CursorProxy)
-                proxy._cur = cur
-                proxy._tap = tap
-                proxy._clock = clock
-                proxy._buf = buf
-                proxy._pos = pos
-                proxy._more = more
-                return proxy
+                    marks = tap.record(sql, args[0] if args else None, t0, clock() - t0)
+                return _CursorProxy(cur, tap, clock, marks)
 
             return run
 
@@ -418,52 +338,18 @@ class _ObserverTap(Tap):
     timing = "observer"
 
     def install(self) -> None:
-        tap, sinks, meta, clock = self, self.sinks, self.meta, self.clock
-
-        hint = self.hint
+        tap, clock = self, self.clock
 
         def observer(method: str, url: str, duration_ns: int) -> None:
-            # runs once per HTTP call: one clock read; the statement ("GET url") is built when the report is read
-            start = clock() - duration_ns
-            if len(sinks) == 1:
-                sink = sinks[0]
-                last = hint[0]
-                if last is not None:  # the same call expression as last time? (see Tap.hint)
-                    depth, frame_id, code, lasti = last
-                    try:
-                        frame = _getframe(depth)
-                    except ValueError:
-                        frame = None
-                    if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
-                        sink.buf += (meta, url, method, start, duration_ns, code, lasti)
-                        return
-                known = sink.known
-                frame = _getframe(1)
-                depth = 1
-                while frame is not None:  # site_of, inlined, counting the depth
-                    code = frame.f_code
-                    skip = known(id(code))
-                    if skip is None:
-                        skip = sink.decide(code)
-                    if not skip:
-                        lasti = frame.f_lasti
-                        hint[0] = (depth, id(frame), code, lasti)
-                        sink.buf += (meta, url, method, start, duration_ns, code, lasti)
-                        return
-                    frame = frame.f_back
-                    depth += 1
-                sink.buf += (meta, url, method, start, duration_ns, None, 0)
-            else:
-                tap.record(url, method, start, duration_ns)
+            # once per HTTP call; the statement ("GET url") is built when the report is read
+            tap.record(url, method, clock() - duration_ns, duration_ns)
 
         self._observer = observer
         self.target.observers.append(observer)
 
     def uninstall(self) -> None:
-        try:
+        with contextlib.suppress(ValueError):  # already gone: the client was reset meanwhile
             self.target.observers.remove(self._observer)
-        except ValueError:
-            pass
 
 
 _TAPS: dict[int, Tap] = {}

@@ -360,7 +360,7 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
     def drive() -> None:
         try:
             box["raw"] = _drive(engine, None, False, "")
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
+        except BaseException as e:
             box["error"] = e
 
     worker = threading.Thread(target=drive, name="labkit.profile load", daemon=True)

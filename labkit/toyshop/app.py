@@ -49,7 +49,7 @@ from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
 from labkit.toyshop.variants import REQUEST_SWITCHES, check_request_switch, resolve
-from labkit.toyshop.wiring import MEDIA_TYPES, ConfigCache, encode, quote_payload, trim_export
+from labkit.toyshop.wiring import ConfigCache, NotAcceptable, negotiate, quote_payload, serialize, trim_export
 from labkit.trace import collect, span
 
 __all__ = ["create_app", "apply_gc", "MAX_QUOTE_LINES"]
@@ -153,7 +153,7 @@ class _Service:
         """The request's switches (process defaults overridden by query parameters) and its other params."""
         sw = {k: self.settings[k] for k in REQUEST_SWITCHES}
         params: dict[str, str] = {}
-        for key in request.query_params.keys():
+        for key in request.query_params:
             values = request.query_params.getlist(key)
             if len(values) > 1:
                 raise BadParam(key, f"parameter {key!r} given {len(values)} times; give it once")
@@ -203,21 +203,31 @@ def _error(status: int, error: str, message: str, parameter: str | None = None) 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-async def _respond(svc: _Service, handler: Handler) -> Response:
-    """Run ``handler`` inside the request's trace, serialize its payload, and map errors to 4xx/502."""
+async def _respond(svc: _Service, request: Request, handler: Handler, schema: str | None = None) -> Response:
+    """Negotiate the format (Accept, ``codec=``; protobuf only with a ``schema``), run ``handler`` inside the
+    request's trace, serialize its payload, and map errors to 4xx/502."""
     t0 = _clock()
     ctx: dict[str, Any] = {"sw": {k: svc.settings[k] for k in REQUEST_SWITCHES}}
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = {"Vary": "Accept"}
     with collect() as trace:
         for name, count in _STAGES:
             trace.add(name, 0, count)
         gclog.declare(trace)  # gc;dur;count: collections this request triggered (see toyshop.gclog)
         try:
+            try:
+                codec, fmt = negotiate(request.headers.get("accept"), request.query_params.get("codec"), schema,
+                                       svc.settings["codec"])
+            except NotAcceptable:
+                raise
+            except BadInputError as exc:
+                raise BadParam("codec", str(exc)) from None
             payload = await handler(ctx)
-            codec = ctx["sw"]["codec"]
-            with span("serialize"):
-                body = encode(payload, codec)
-            status, media = 200, MEDIA_TYPES[codec]
+            ctx["sw"]["codec"] = codec
+            body, media = serialize(payload, codec, fmt, schema, ctx["sw"]["compress"], headers)
+            status = 200
+        except NotAcceptable as exc:
+            status, media = 406, "application/json"
+            body = orjson.dumps({"error": "not_acceptable", "message": str(exc), "supported": exc.supported})
         except BadParam as exc:
             status, media, body = 400, "application/json", _error(400, "bad_parameter", str(exc), exc.parameter)
         except NotFoundError as exc:
@@ -256,9 +266,9 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             return {"status": "ok", "role": "toyshop", "variants": svc.settings, "dataset": str(svc.db_path),
                     "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()},
                     "threads": threading.active_count()}
-        return await _respond(svc, h)
+        return await _respond(svc, request, h)
 
-    async def by_id(request: Request, param: str, pick: Callable[[dict[str, Any]], Any]) -> Response:
+    async def by_id(request: Request, param: str, pick: Callable[[dict[str, Any]], Any], schema: str) -> Response:
         """One id from the path, the switches, a data-access call on the DB thread, trimmed fields."""
         async def h(ctx: dict[str, Any]) -> Any:
             with span("parse"):
@@ -268,13 +278,13 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             data = await svc.blocking(lambda conn: fn(conn, cat, ident))
             with span("compute"):
                 return trim_export(data, sw["fields"])
-        return await _respond(svc, h)
+        return await _respond(svc, request, h, schema)
 
     async def export(request: Request) -> Response:
-        return await by_id(request, "customer_id", lambda sw: EXPORTS[sw["n1"]])
+        return await by_id(request, "customer_id", lambda sw: EXPORTS[sw["n1"]], "export")
 
     async def order(request: Request) -> Response:
-        return await by_id(request, "order_id", lambda sw: order_detail)
+        return await by_id(request, "order_id", lambda sw: order_detail, "order")
 
     async def quote(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -296,7 +306,7 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
                 rows = await svc.blocking(load)
             with span("compute"):
                 return quote_payload(rows, n, seed, sw["layout"], sw["buffers"])
-        return await _respond(svc, h)
+        return await _respond(svc, request, h)
 
     async def config(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -314,7 +324,7 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             if value is None:
                 raise NotFoundError(f"no config key {key!r}")
             return {"key": key, "value": value}
-        return await _respond(svc, h)
+        return await _respond(svc, request, h)
 
     async def stats(request: Request) -> Response:
         return Response(orjson.dumps(svc.counts.as_dict()), media_type="application/json")

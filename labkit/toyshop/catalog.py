@@ -9,8 +9,9 @@ real round trip per item. Endpoints (JSON):
   ``{"products": [...], "missing": [...]}`` in the order asked.
 
 ``delay_ms`` adds a sleep to every call: an **emulation of a farther network** (another host, another
-zone), labelled as such in the ``X-Emulated-Delay-Ms`` response header. A call over loopback alone costs
-~0.1–0.2 ms here; a delayed call costs the delay plus ~0.1–0.3 ms of thread hand-off (see :func:`_delay`).
+zone), labelled as such in the ``X-Emulated-Delay-Ms`` response header. A delayed call costs the delay plus a
+thread hand-off (see :func:`_delay`); ``tests/benchmarks/bench_nplusone.py`` (part 2) prints what one call
+costs at loopback and at each emulated distance.
 
 :class:`CatalogClient` keeps one persistent ``http.client`` connection per thread (keep-alive, TCP_NODELAY)
 and notifies every callable in its ``observers`` list after each HTTP call: ``observer(method, url,
@@ -72,10 +73,10 @@ _delay_pool: ThreadPoolExecutor | None = None
 async def _delay(seconds: float) -> None:
     """Sleep ``seconds`` precisely without blocking the event loop.
 
-    ``asyncio.sleep`` is only as fine as the loop's timer: libuv (uvloop) counts whole milliseconds, so 0.3 ms
-    sleeps 0 ms and 1 ms about 1.13 ms. ``time.sleep`` on a worker thread (clock_nanosleep) is precise; the
-    hand-off to the thread and back (~0.1–0.3 ms, more on a busy machine) becomes part of the emulated wire
-    time. Up to 256 delays overlap, like requests in flight on a real link.
+    ``asyncio.sleep`` is only as fine as the loop's timer: libuv (uvloop) counts whole milliseconds, so a
+    0.3 ms sleep rounds down to none and 1 ms comes out longer. ``time.sleep`` on a worker thread
+    (clock_nanosleep) is precise; the hand-off to the thread and back (longer on a busy machine) becomes part
+    of the emulated wire time. Up to 256 delays overlap, like requests in flight on a real link.
     """
     global _delay_pool
     if _delay_pool is None:

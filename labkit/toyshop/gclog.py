@@ -73,7 +73,7 @@ async def _log(request: Any) -> Any:
     from starlette.responses import Response
 
     known = {"since_ns", "objects"}
-    for key in request.query_params.keys():
+    for key in request.query_params:
         if key not in known:
             return _bad(key, f"unknown parameter {key[:40]!r}; /gc takes since_ns=<int> and objects=1")
     raw = request.query_params.get("since_ns")

@@ -25,11 +25,16 @@ def _switch_params() -> list[dict[str, Any]]:
              "schema": {"type": "string", "enum": list(values)}} for name, values in REQUEST_SWITCHES.items()]
 
 
-def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True) -> dict[str, Any]:
+def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True, schema: bool = False) -> dict[str, Any]:
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    content: dict[str, Any] = {"application/json": {"schema": {"type": "object"}}, "application/msgpack": binary}
+    if schema:
+        content["application/x-protobuf"] = {**binary, "description": "labkit/toyshop/core/proto/toyshop.proto"}
     responses: dict[str, Any] = {
-        "200": {"description": "OK (JSON, or msgpack with codec=msgpack)", "headers": _TIMING,
-                "content": {"application/json": {"schema": {"type": "object"}},
-                            "application/msgpack": {"schema": {"type": "string", "format": "binary"}}}},
+        "200": {"description": "OK: the format the Accept header picks (JSON for */*); codec= picks the encoder",
+                "headers": _TIMING, "content": content},
+        "406": {"description": "Accept names no format this endpoint can send; the body lists those it can",
+                "content": {"application/json": {"schema": _ERROR}}},
         "400": {"description": "a bad parameter, named in the body", "headers": _TIMING,
                 "content": {"application/json": {"schema": _ERROR}}},
         "502": {"description": "the catalog did not answer", "content": {"application/json": {"schema": _ERROR}}},
@@ -68,8 +73,8 @@ def openapi_schema() -> dict[str, Any]:
         "paths": {
             "/health": _op("liveness and the process's variant settings", [], not_found=False),
             "/customers/{customer_id}/export": _op("a customer's orders with product details (N+1 candidate)",
-                                                   [_path_int("customer_id")]),
-            "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")]),
+                                                   [_path_int("customer_id")], schema=True),
+            "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")], schema=True),
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
             "/gc": gclog.OPENAPI,

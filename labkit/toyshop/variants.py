@@ -10,7 +10,9 @@ are chosen at start only, because they change the process itself (garbage collec
 | n1      | naive, batched, join    | request  | N+1 queries and catalog calls vs batching vs one JOIN       |
 | io      | serial, concurrent      | request  | catalog batches one after another vs fanned out on threads  |
 |         |                         |          | (batched/join exports, orders; naive stays one call a time) |
-| codec   | json, orjson, msgpack   | request  | response encoding                                           |
+| codec   | json, orjson, msgspec,  | request  | the encoder; the format comes from the Accept header        |
+|         | msgpack, protobuf       |          | (:mod:`labkit.toyshop.negotiate`; protobuf: export, order)  |
+| compress| none, gzip, zstd        | request  | response compression (Content-Encoding)                     |
 | fields  | full, trimmed           | request  | ~30 product fields per item vs 8                            |
 | layout  | aos, soa                | request  | quote pricing over dicts vs NumPy columns (core)            |
 | buffers | grow, prealloc          | request  | fresh containers vs reused buffers (core)                   |

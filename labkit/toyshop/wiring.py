@@ -11,18 +11,45 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from labkit import trace
 from labkit.toyshop.core import (
     MEDIA_TYPES,
     TRIMMED_FIELDS,
     ConfigCache,
     OrderLines,
+    compress,
     encode,
     make_order_lines,
     quote,
     select_fields,
 )
+from labkit.toyshop.negotiate import SCHEMA_FORMATS, SERVED_FORMATS, NotAcceptable, choose, media_type
 
-__all__ = ["encode", "MEDIA_TYPES", "trim_export", "TRIMMED_FIELDS", "quote_payload", "ConfigCache"]
+__all__ = ["encode", "MEDIA_TYPES", "trim_export", "TRIMMED_FIELDS", "quote_payload", "ConfigCache", "negotiate",
+           "serialize", "NotAcceptable"]
+_PLAIN = tuple(f for f in SERVED_FORMATS if f not in SCHEMA_FORMATS)
+
+
+def negotiate(accept: str | None, codec: str | None, schema: str | None, default_codec: str) -> tuple[str, str]:
+    """``(codec, format)`` for a response: ``Accept`` picks the format among those the endpoint offers
+    (schema-bound ones only with a ``schema``), ``codec`` (the query parameter, or None) the implementation.
+    Raises :class:`NotAcceptable` (406) or BadInputError (a codec this endpoint cannot use: 400)."""
+    return choose(accept, SERVED_FORMATS if schema else _PLAIN, codec, default_codec)
+
+
+def serialize(payload: Any, codec: str, fmt: str, schema: str | None, coding: str,
+              headers: dict[str, str]) -> tuple[bytes, str]:
+    """The serialize stage (and ``compress``, when switched on): the body and its Content-Type. Adds the
+    body's size to Server-Timing (``size;count=<bytes sent>``) and Content-Encoding to ``headers``."""
+    with trace.span("serialize"):
+        body = encode(payload, codec, format=fmt, schema=schema)
+    raw = len(body)
+    if coding != "none":
+        with trace.span("compress"):
+            body = compress(body, coding)
+        headers["Content-Encoding"] = coding
+    trace.add("size", count=len(body), desc=f"from {raw} bytes" if coding != "none" else None)
+    return body, media_type(fmt)
 
 
 def trim_export(payload: dict[str, Any], fields: str) -> dict[str, Any]:
@@ -30,7 +57,7 @@ def trim_export(payload: dict[str, Any], fields: str) -> dict[str, Any]:
     core's :data:`TRIMMED_FIELDS` of each item's product (in place)."""
     if fields != "trimmed":
         return payload
-    orders = payload["orders"] if "orders" in payload else [payload]
+    orders = payload.get("orders", [payload])
     for order in orders:
         for item in order["items"]:
             if item["product"] is not None:

@@ -5,8 +5,8 @@ Run it alone (benchmarks never overlap):
     flock /tmp/perflab-bench.lock .venv/bin/python tests/benchmarks/bench_core.py [--rounds 20] [--quick]
 
 Every line is one ``labkit.compare(baseline, candidate)``: the two callables timed interleaved (A B, B A …)
-for ``--rounds`` rounds, each sample a calibrated loop; the ratio is of the medians, with its 95 % interval
-and the verdict. "×" is the speed-up of the candidate (baseline median / candidate median).
+for ``--rounds`` rounds, each sample a calibrated loop; the ratio is of the medians, with its interval (at the
+level the comparison's planned looks allow) and the verdict. "×" is the speed-up of the candidate (baseline median / candidate median).
 
 1. layout: quote pricing aos vs soa (kernels only, both views pre-built) over a range of line counts —
    where the crossover lies — and from SQL-like tuple rows (conversion included) at realistic sizes.
@@ -40,7 +40,7 @@ from labkit.toyshop.core import (
 WARNINGS: dict[str, int] = {}
 
 
-def line(label: str, c) -> None:  # noqa: ANN001 - a labkit Comparison
+def line(label: str, c) -> None:  # c: a labkit Comparison
     import numpy as np
 
     a, b = np.median(c.baseline_ns), np.median(c.candidate_ns)

@@ -143,7 +143,7 @@ def overhead(svc: object, rounds: int) -> None:
                 implied = (n_sql * per_sql + n_http * per_http) / base
                 print(f"   {fn.__name__:>15} · {label}: {n_sql} SQL + {n_http} calls, bare {format_duration(base)}; "
                       f"implied by the per-call cost {implied:+.1%}; measured watched/bare = {c.ratio:.3f} "
-                      f"(95% CI {c.ci[0]:.3f}–{c.ci[1]:.3f}, {len(c.baseline_ns)} rounds), verdict: {c.verdict}")
+                      f"({c.ci_label} {c.ci[0]:.3f}–{c.ci[1]:.3f}, {len(c.baseline_ns)} rounds), verdict: {c.verdict}")
     conn.close()
 
 
@@ -183,7 +183,7 @@ def end_to_end(delay_ms: float, rounds: int, size: str) -> None:
             med_b = sorted(c.candidate_ns)[len(c.candidate_ns) // 2]
             print(f"   naive ({counts['naive'][0]} SQL + {counts['naive'][1]} catalog calls) "
                   f"{format_duration(med_a)} vs {cand} ({counts[cand][0]} SQL + {counts[cand][1]} catalog) "
-                  f"{format_duration(med_b)}: {cand}/naive = {c.ratio:.3f} (95% CI {c.ci[0]:.3f}–{c.ci[1]:.3f}) "
+                  f"{format_duration(med_b)}: {cand}/naive = {c.ratio:.3f} ({c.ci_label} {c.ci[0]:.3f}–{c.ci[1]:.3f}) "
                   f"→ {c.speedup:.1f}× faster; verdict: {c.verdict}")
         client.conn.close()
 

@@ -51,7 +51,7 @@ def main() -> int:
     print(f"\n  baseline / all fixes: P50 {pb[50] / pf[50]:.1f}×, P99 {pb[99] / pf[99]:.1f}× "
           f"(achieved {r.achieved_rate:.2f} of {rate:g} req/s offered)")
     c = labkit.compare(base, fixed, names=("baseline", "all fixes"))
-    print(f"  labkit.compare: {c.verdict}, ratio of medians {c.ratio:.3f} (95 % CI {c.ci[0]:.3f}–{c.ci[1]:.3f})")
+    print(f"  labkit.compare: {c.verdict}, ratio of medians {c.ratio:.3f} ({c.ci_label} {c.ci[0]:.3f}–{c.ci[1]:.3f})")
     return 0
 
 

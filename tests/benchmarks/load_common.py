@@ -31,7 +31,7 @@ LOAD_CPU = 1  # the load generator (labkit's thread, or wrk)
 _next_stall = 0.0
 
 
-async def app(scope, receive, send):  # noqa: ANN001, ANN201 - the raw ASGI target, run by uvicorn
+async def app(scope, receive, send):  # the raw ASGI target, run by uvicorn
     """GET anything -> 200 {"ok":true}; freezes the loop STALL_MS every STALL_EVERY_S seconds if set."""
     global _next_stall
     if scope["type"] != "http":

@@ -9,7 +9,8 @@ Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DE
 
     layout   aos | soa                quote pricing over per-line dicts vs NumPy columns
     buffers  grow | prealloc          fresh containers per call vs reused per-thread buffers
-    codec    json | orjson | msgpack  response encoding
+    codec    json | orjson | msgspec | msgpack | protobuf   response encoding (pickle: encode() only)
+    compress none | gzip | zstd       response compression
     fields   full | trimmed           32 product fields per item vs 8
     cache    none | local             config lookup: load every time vs in-process snapshot
 
@@ -33,25 +34,24 @@ Pricing (:mod:`.lines`, :mod:`.pricing`) — integer cents and basis points, so 
     dicts; one np.array call + vectorised checks), so a request pays only for the view its variant uses.
     ``lines.materialize()`` builds both, so a timed kernel never times a conversion.
 
-    Measured here (tests/benchmarks/bench_core.py, busy 2-vCPU VM, interleaved medians): SoA has a fixed
-    ~15–20 µs per call, so it *loses* below ~20 lines (0.65× at 10), then wins: 1.5× at 30, ~4× at 100,
-    ~25× at 1,000 lines (kernels only). Pricing SQL tuple rows, conversion included: 0.8× at 30, 1.8× at
-    100, 3.8× at 1,000 — converting rows to columns per request is O(n) Python work too. prealloc helps
-    AoS at every size (1.3–1.5×: no per-line dict, so no GC collections — 13 gen-0 runs per 10k-line call
-    before, none after — though the allocation count barely moves: boxed ints dominate it) and SoA only
-    for big arrays (2–5× at 100k lines, run to run; ~5 % slower at ≤10k lines, where malloc simply hands back the chunk just freed
-    and ``out=`` only adds call overhead).
-    The quote endpoint therefore shows the layout lesson best at ≥100 lines (``/quote?lines=N``).
+    How the variants compare is measured, not stated here: ``tests/benchmarks/bench_core.py`` prints, side
+    by side, SoA against AoS at each size (kernels only, and from SQL tuple rows with the conversion
+    included — converting rows to columns per request is O(n) Python work too), prealloc against grow for
+    each layout and size, and the allocations and GC runs behind them. SoA carries a fixed per-call cost
+    that AoS does not, so where they cross depends on the number of lines (``/quote?lines=N``).
 
-Encoding (:mod:`.encoding`) — same decoded content whatever the codec:
+Encoding (:mod:`.encoding`, :mod:`.schemas`, :mod:`.compression`) — same decoded content whatever the codec:
 
-    encode(payload, codec="json") -> bytes; decode(data, codec="json") -> object; MEDIA_TYPES[codec]
+    FORMATS[format] -> media type; CODECS[codec] -> formats it produces; MEDIA_TYPES[codec] (default format)
+    encode(payload, codec="json", *, format=None, schema=None) -> bytes
+    decode(data, codec="json", *, format=None, schema=None) -> object (typed Structs/messages with a schema)
+    to_builtins(decoded) -> the JSON baseline's content; SCHEMAS["export" | "order"]; codec_label(codec, fmt)
     encode_products(products, codec="json", fields="full") -> bytes     {"items": [selected fields...]}
     select_fields(product, fields="full") -> dict; PRODUCT_FIELDS (32, the dataset's products table),
     TRIMMED_FIELDS (8), FIELD_SETS; make_products(n, seed=0) -> list[dict] (no database needed)
+    compress(data, coding) / decompress(data, coding); CODINGS = none | gzip | zstd
 
-    Measured on 50 products: encode() alone json → orjson 12.7×, → msgpack 3.8×; with the field
-    selection a service does, 3.5× and 2.3×; full → trimmed 3.3–3.8× whatever the codec.
+    tests/benchmarks/bench_serialization.py prints every codec's encode/decode time and bytes side by side.
 
 Config cache (:mod:`.cache`):
 
@@ -59,8 +59,8 @@ Config cache (:mod:`.cache`):
     cache.get(key) (loads on a miss); cache.lookup(key) -> (hit, value) (never loads: for an async caller)
     cache.refresh(source=None)   copy-on-write swap of the whole snapshot, readers never lock
     cache.hits, cache.misses, cache.stats() -> CacheStats(hits, misses, refreshes, size).hit_ratio
-    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). Measured: 1,000 lookups against
-    in-memory SQLite, none → local (warm, hit ratio 0.97): ~22× (2.2 ms → 0.1 ms).
+    (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). ``tests/benchmarks/bench_core.py``
+    prints none against local over in-memory SQLite, with the hit ratio.
 
 Allocation counts are measured from outside the service: :mod:`labkit.alloc`.
 
@@ -68,16 +68,21 @@ Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the ba
 """
 
 from labkit.toyshop.core.cache import CacheStats, ConfigCache
+from labkit.toyshop.core.compression import CODINGS, compress, decompress
 from labkit.toyshop.core.encoding import (
+    CODECS,
     FIELD_SETS,
+    FORMATS,
     MEDIA_TYPES,
     PRODUCT_FIELDS,
     TRIMMED_FIELDS,
+    codec_label,
     decode,
     encode,
     encode_products,
     make_products,
     select_fields,
+    to_builtins,
 )
 from labkit.toyshop.core.lines import (
     DEFAULT_TAX_RATES_BP,
@@ -97,6 +102,7 @@ from labkit.toyshop.core.pricing import (
     quote_soa_prealloc,
     release_buffers,
 )
+from labkit.toyshop.core.schemas import SCHEMAS
 from labkit.toyshop.core.variants import DEFAULTS, VARIANTS, check_variant, resolve_variants
 
 __all__ = [
@@ -122,8 +128,16 @@ __all__ = [
     "TRIMMED_FIELDS",
     "FIELD_SETS",
     "MEDIA_TYPES",
+    "FORMATS",
+    "CODECS",
+    "SCHEMAS",
+    "CODINGS",
     "encode",
     "decode",
+    "to_builtins",
+    "codec_label",
+    "compress",
+    "decompress",
     "select_fields",
     "encode_products",
     "make_products",

@@ -1,43 +1,70 @@
-"""Response encoding: three codecs and two field sets, giving the same decoded content.
+"""Response encoding: formats, the codecs that produce them, field sets — the same decoded content for all.
 
-* ``codec="json"`` (baseline): the standard library, ``json.dumps(payload).encode()`` — a pure
-  C-accelerated encoder that still builds an intermediate ``str`` (and escapes every non-ASCII character)
-  before the UTF-8 bytes exist.
-* ``codec="orjson"``: a Rust encoder writing UTF-8 bytes directly (measured ~12× faster than json on 50
-  wide products, 250 µs → 20 µs, and ~4,350 → ~320 allocations per call).
-* ``codec="msgpack"``: a binary format (the seed's "JSON → binary"): no text escaping, smaller payload
-  (35 vs 44 KB). Measured ~3.8× faster than json, yet ~3× slower than orjson: "binary" is not what makes
-  an encoder fast. Clients need a msgpack decoder.
-* ``fields="full"`` (baseline): every product field (the 32 columns of the dataset's ``products`` table,
-  :data:`PRODUCT_FIELDS`). ``fields="trimmed"``: the 8 a client actually uses (:data:`TRIMMED_FIELDS`).
-  Fewer fields means fewer keys and values to walk, escape and write, and a smaller response (measured
-  3.3–3.8× faster for every codec, 44 → 8 KB).
+A *format* is what goes on the wire, named by its media type (:data:`FORMATS`); a *codec* is the code that
+produces it (:data:`CODECS`). ``json``, ``orjson`` and ``msgspec`` all produce JSON:
 
-Payloads must be JSON-ready: ``dict`` (with ``str`` keys), ``list``/``tuple``, ``str``, ``int`` (64-bit),
-finite ``float``, ``bool``, ``None``. Then ``decode(encode(x, c), c)`` is the same for every codec
-(tuples come back as lists). NaN/infinity are not JSON: json would write ``NaN``, orjson ``null``.
+    codec     formats          how
+    json      json             the standard library (baseline): builds a str, escapes, then UTF-8 bytes
+    orjson    json             Rust, writes UTF-8 bytes directly
+    msgspec   json, msgpack    C; one Encoder built once; decodes into the schema's Struct types when given
+                               ``schema=`` (the "compiled schema": one typed Decoder per schema, reused)
+    msgpack   msgpack          the msgpack library: binary, self-describing
+    protobuf  protobuf         schema-bound: only payloads with a schema (export, order; :mod:`.schemas`)
+    pickle    pickle           the core and the lab only — never served: loading pickle runs code
+
+    encode(payload, codec="json", *, format=None, schema=None) -> bytes
+    decode(data, codec="json", *, format=None, schema=None) -> dicts/lists, or the schema's typed objects
+    to_builtins(decoded) -> the JSON baseline's content (typed objects converted; anything else as is)
+
+Correctness before speed: ``to_builtins(decode(encode(x, c, ...), c, ...))`` equals the JSON baseline's
+``json.loads(json.dumps(x))`` for every codec (tuples come back as lists), or encoding raises
+:class:`labkit.errors.BadInputError` — never a silent change (tested with hypothesis in
+tests/test_serialization.py):
+
+* integers beyond 64 bits: ``orjson``, ``msgpack``, ``protobuf`` and msgspec's MessagePack refuse them;
+  ``json``, msgspec's JSON and pickle carry them exactly. (Beware across codecs: ``orjson.loads`` reads such
+  a number as a float.)
+* NaN and ±infinity: JSON has no such numbers. ``json`` refuses them (``allow_nan=False``); ``orjson`` and
+  msgspec would write ``null``, so their encode checks first — through the schema's float fields when
+  ``schema=`` is given (one look per item), else by walking the payload (costly: pass the schema).
+  MessagePack, protobuf and pickle carry them.
+* protobuf cannot say "absent" or "null" for most fields: :func:`labkit.toyshop.core.schemas.to_message`
+  refuses a missing key or a null where the schema allows none.
+
+``fields="full"`` (baseline): every product field (the 32 columns of the dataset's ``products`` table,
+:data:`PRODUCT_FIELDS`); ``fields="trimmed"``: the 8 a client of the export actually uses
+(:data:`TRIMMED_FIELDS`). Speeds and sizes: ``tests/benchmarks/bench_serialization.py`` prints them.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
+import pickle
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgpack
+import msgspec
 import orjson
 
 from labkit.errors import BadInputError
+from labkit.toyshop.core.schemas import LISTING, Schema, check_schema, to_builtins, to_message
 from labkit.toyshop.core.variants import check_variant
 
 __all__ = [
     "PRODUCT_FIELDS",
     "TRIMMED_FIELDS",
     "FIELD_SETS",
+    "FORMATS",
+    "CODECS",
     "MEDIA_TYPES",
     "encode",
     "decode",
+    "to_builtins",
+    "codec_label",
     "select_fields",
     "encode_products",
     "make_products",
@@ -54,55 +81,177 @@ PRODUCT_FIELDS: tuple[str, ...] = (
 TRIMMED_FIELDS: tuple[str, ...] = ("id", "sku", "name", "brand", "category", "price_cents", "currency", "stock")
 #: field-set switch value -> field names.
 FIELD_SETS: dict[str, tuple[str, ...]] = {"full": PRODUCT_FIELDS, "trimmed": TRIMMED_FIELDS}
-#: codec -> the Content-Type of its responses.
-MEDIA_TYPES: dict[str, str] = {
+#: format -> its media type (the response's Content-Type).
+FORMATS: dict[str, str] = {
     "json": "application/json",
-    "orjson": "application/json",
     "msgpack": "application/msgpack",
+    "protobuf": "application/x-protobuf",
+    "pickle": "application/x-python-pickle",
 }
+#: codec -> the formats it produces, its default first.
+CODECS: dict[str, tuple[str, ...]] = {
+    "json": ("json",),
+    "orjson": ("json",),
+    "msgspec": ("json", "msgpack"),
+    "msgpack": ("msgpack",),
+    "protobuf": ("protobuf",),
+    "pickle": ("pickle",),
+}
+#: codec -> the Content-Type of its default format.
+MEDIA_TYPES: dict[str, str] = {codec: FORMATS[formats[0]] for codec, formats in CODECS.items()}
 
 
-def _json_dumps(payload: Any) -> bytes:
-    return json.dumps(payload).encode()
+def codec_label(codec: str, format: str | None = None) -> str:  # the word the lab uses
+    """A short name for a codec producing a format: ``"orjson"``, ``"msgspec (msgpack)"``."""
+    formats = CODECS.get(codec, (format,))
+    return codec if len(formats) == 1 else f"{codec} ({format or formats[0]})"
 
 
-def _json_loads(data: bytes) -> Any:
-    return json.loads(data)
+def _first_nonfinite(x: Any) -> str | None:
+    """Path of the first NaN/infinity in a JSON-ready value, or None: a walk of every value (costly on big
+    payloads; the path is built only when one is found)."""
+    t = type(x)
+    if t is float:
+        return None if math.isfinite(x) else f" = {x!r}"
+    if t is dict or t is list or t is tuple:
+        for k, v in (x.items() if t is dict else enumerate(x)):
+            tv = type(v)
+            if (tv is float or tv is dict or tv is list or tv is tuple) and (found := _first_nonfinite(v)):
+                return (f".{k}" if t is dict else f"[{k}]") + found
+    return None
 
 
-def _msgpack_loads(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False)
+def _refuse_nonfinite(payload: Any, schema: Schema | None, codec: str) -> None:
+    where = schema.first_nonfinite(payload) if schema is not None else _first_nonfinite(payload)
+    where = where if where is None or schema is not None else "$" + where
+    if where is not None:
+        raise BadInputError(f"codec {codec!r} cannot encode {where} as JSON: JSON has no NaN or infinity "
+                            "(orjson and msgspec would write null, a silent change; json.dumps would write NaN, "
+                            "which is not JSON); send a finite number, or None")
 
 
-_ENCODERS = {"json": _json_dumps, "orjson": orjson.dumps, "msgpack": msgpack.packb}
-_DECODERS = {"json": _json_loads, "orjson": orjson.loads, "msgpack": _msgpack_loads}
+class _NoGlobals(pickle.Unpickler):
+    """Loads plain data only: a pickle naming any class or function is refused (it could run code)."""
 
-
-def encode(payload: Any, codec: str = "json") -> bytes:
-    """Encode a JSON-ready ``payload`` to bytes with ``codec`` (``json``, ``orjson`` or ``msgpack``).
-
-    Raises :class:`labkit.errors.BadInputError` for an unknown codec or a value the codec cannot encode.
-    """
-    encoder = _ENCODERS.get(codec) or _ENCODERS[check_variant("codec", codec)]
-    try:
-        return encoder(payload)
-    except (TypeError, ValueError, OverflowError) as exc:
+    def find_class(self, module: str, name: str) -> Any:
         raise BadInputError(
-            f"codec {codec!r} cannot encode the payload: {exc}; make it JSON-ready (str keys, 64-bit ints, "
-            "finite floats, lists, dicts, str, bool, None)"
-        ) from exc
+            f"refused to load {module}.{name} from pickle bytes: loading a pickle calls whatever it names, "
+            "so pickle must never read bytes from anyone you do not trust (labkit loads plain data only)")
 
 
-def decode(data: bytes, codec: str = "json") -> Any:
-    """Decode bytes made by :func:`encode` with the same ``codec``.
+_MSGSPEC_JSON = msgspec.json.Encoder()
+_MSGSPEC_MSGPACK = msgspec.msgpack.Encoder()
+_TYPED: dict[tuple[str, str], Any] = {}  # (format, schema) -> msgspec Decoder for the schema's Struct, built once
 
-    Raises :class:`labkit.errors.BadInputError` for an unknown codec or bytes that are not valid for it.
+
+def _typed_decoder(format: str, schema: Schema) -> Any:
+    dec = _TYPED.get((format, schema.name))
+    if dec is None:
+        module = msgspec.json if format == "json" else msgspec.msgpack
+        dec = _TYPED[format, schema.name] = module.Decoder(schema.struct)
+    return dec
+
+
+def _encoder(codec: str, format: str, schema: Schema | None) -> Callable[[Any], bytes]:
+    if codec == "json":
+        def stdlib(p: Any) -> bytes:
+            try:
+                return json.dumps(p, allow_nan=False).encode()
+            except ValueError:
+                _refuse_nonfinite(p, schema, codec)  # names the value, if that was the reason
+                raise
+        return stdlib
+    if codec == "orjson" or (codec == "msgspec" and format == "json"):
+        enc = orjson.dumps if codec == "orjson" else _MSGSPEC_JSON.encode
+
+        def checked(p: Any) -> bytes:
+            _refuse_nonfinite(p, schema, codec)
+            return enc(p)
+        return checked
+    if codec == "msgspec":
+        return _MSGSPEC_MSGPACK.encode
+    if codec == "msgpack":
+        return msgpack.packb
+    if codec == "protobuf":
+        if schema is None:
+            raise BadInputError("protobuf needs a schema: pass schema='export' or schema='order' (no other "
+                                "payload has one); use a self-describing format (json, msgpack) for the rest")
+        return lambda p: to_message(p, schema).SerializeToString()
+    return lambda p: pickle.dumps(p, protocol=5)
+
+
+def _decoder(codec: str, format: str, schema: Schema | None) -> Callable[[bytes], Any]:
+    if codec == "json":
+        return json.loads
+    if codec == "orjson":
+        return orjson.loads
+    if codec == "msgspec":
+        if schema is not None:
+            return _typed_decoder(format, schema).decode
+        return msgspec.json.decode if format == "json" else msgspec.msgpack.decode
+    if codec == "msgpack":
+        return lambda b: msgpack.unpackb(b, raw=False)
+    if codec == "protobuf":
+        if schema is None:
+            raise BadInputError("protobuf bytes can be read only with their schema: pass schema='export' or "
+                                "schema='order'")
+        return schema.message.FromString
+    return lambda b: _NoGlobals(io.BytesIO(b)).load()
+
+
+def _resolve(codec: str, format: str | None, schema: str | Schema | None) -> tuple[str, Schema | None]:
+    formats = CODECS.get(codec)
+    if formats is None:
+        raise BadInputError(f"unknown codec {codec!r}: use one of {', '.join(CODECS)}")
+    if format is None:
+        format = formats[0]
+    elif format not in formats:
+        raise BadInputError(f"codec {codec!r} cannot produce format {format!r}: it produces "
+                            f"{', '.join(formats)}; formats are {', '.join(FORMATS)}")
+    return format, check_schema(schema)
+
+
+def encode(payload: Any, codec: str = "json", *, format: str | None = None,
+           schema: str | Schema | None = None) -> bytes:
+    """Encode a JSON-ready ``payload`` with ``codec`` into ``format`` (default: the codec's first).
+
+    Args:
+        payload: dicts (str keys), lists/tuples, str, int, float, bool, None.
+        codec: an implementation, a key of :data:`CODECS`.
+        format: a key of :data:`FORMATS` that the codec produces.
+        schema: ``"export"`` or ``"order"`` when the payload has that schema: required by protobuf; lets the
+            JSON encoders check floats cheaply.
+
+    Raises :class:`labkit.errors.BadInputError` for an unknown codec or format, or a value the format cannot
+    carry (naming it).
     """
-    decoder = _DECODERS.get(codec) or _DECODERS[check_variant("codec", codec)]
+    fmt, sch = _resolve(codec, format, schema)
     try:
-        return decoder(data)
-    except (TypeError, ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise BadInputError(f"cannot decode {len(data)} bytes as {codec!r}: {exc}; was it encoded with it?") from exc
+        return _encoder(codec, fmt, sch)(payload)
+    except BadInputError:
+        raise
+    except (TypeError, ValueError, OverflowError, pickle.PicklingError) as exc:
+        raise BadInputError(
+            f"codec {codec!r} cannot encode the payload as {fmt}: {exc}; make it JSON-ready (str keys, 64-bit "
+            "ints, finite floats, lists, dicts, str, bool, None)") from exc
+
+
+def decode(data: bytes, codec: str = "json", *, format: str | None = None,
+           schema: str | Schema | None = None) -> Any:
+    """Decode bytes made by :func:`encode` with the same ``codec`` and ``format``.
+
+    With a ``schema``, msgspec decodes into its typed Structs (validating every field) and protobuf into its
+    message: :func:`to_builtins` turns either into the JSON baseline's content. Raises
+    :class:`labkit.errors.BadInputError` for bytes that are not valid for the codec (or the schema).
+    """
+    fmt, sch = _resolve(codec, format, schema)
+    try:
+        return _decoder(codec, fmt, sch)(data)
+    except BadInputError:
+        raise
+    except Exception as exc:  # every library has its own error types; all mean "not valid for this codec"
+        raise BadInputError(f"cannot decode {len(data)} bytes as {codec_label(codec, fmt)}"
+                            f"{f' with the {sch.name!r} schema' if sch else ''}: {exc}; was it encoded so?") from exc
 
 
 def _field_names(fields: str | Sequence[str]) -> tuple[str, ...]:
@@ -136,7 +285,7 @@ def encode_products(
         items = [{k: p[k] for k in names} for p in products]
     except (KeyError, IndexError) as exc:
         raise BadInputError(f"a product lacks field {exc}; expected {', '.join(names)}") from None
-    return encode({"items": items}, codec)
+    return encode({"items": items}, codec, schema=LISTING)
 
 
 _WORDS = "red blue green steel oak linen wool cotton compact deluxe classic modern travel kids pro mini".split()

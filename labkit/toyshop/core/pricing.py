@@ -14,10 +14,10 @@ Two orthogonal switches (see :data:`labkit.toyshop.core.VARIANTS`), one signatur
 
 * ``layout="aos"`` (baseline): an interpreted loop over a list of per-line dicts. Every field read is a
   dict lookup, every arithmetic result a boxed Python int, every line a trip through the bytecode loop:
-  roughly 0.5–1 µs per line whatever the CPU cache does.
+  a per-line cost of interpreter work, whatever the CPU cache does.
 * ``layout="soa"``: the same arithmetic over contiguous int64 NumPy columns (one array per field). Each
-  step is one C loop over all lines (a few ns per line, streaming through memory that holds only the fields
-  it needs), plus a fixed ~20–40 µs of per-call overhead for the dozen NumPy calls. In CPython the win is
+  step is one C loop over all lines (streaming through memory that holds only the fields it needs), plus a
+  fixed per-call overhead for the dozen NumPy calls. In CPython the win is
   mostly removed interpreter overhead and boxing, and only partly cache locality; it needs enough lines to
   pay back the fixed overhead (see the crossover printed by ``tests/benchmarks/bench_core.py``).
 * ``buffers="grow"`` (baseline): fresh containers on every call. AoS appends one result dict per line to a
@@ -39,7 +39,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 # re-exported: the service imports OrderLines and make_order_lines from here
-from labkit.toyshop.core.lines import (
+from labkit.toyshop.core.lines import (  # _MAX_TAX_CLASSES: the reusable per-class accumulators' slots
+    _MAX_TAX_CLASSES,
     DEFAULT_TAX_RATES_BP,
     LINE_FIELDS,
     LineColumns,
@@ -65,7 +66,6 @@ __all__ = [
     "release_buffers",
 ]
 
-_MAX_TAX_CLASSES = 64  # as in .lines: the reusable per-class accumulators have this many slots
 _BP = 10_000
 _HALF = 5_000
 
@@ -119,7 +119,7 @@ def _quote(
 def quote_aos_grow(lines: OrderLines) -> Quote:
     """Baseline: loop over per-line dicts, append a fresh result dict per line, then aggregate.
 
-    This is how the code usually starts life: readable, and ~1 µs per line of interpreter work, plus one
+    This is how the code usually starts life: readable, with interpreter work on every line, plus one
     GC-tracked dict per line that stays alive until the aggregation pass.
     """
     rates = lines.tax_rates_bp
@@ -272,9 +272,10 @@ def quote_soa_prealloc(lines: OrderLines) -> Quote:
     """SoA with every ufunc writing ``out=`` into this thread's reusable buffers: no n-sized allocation.
 
     Same steps as :func:`quote_soa_grow`; the gain is avoided allocation, page faults and cache pollution,
-    so it shows for big arrays only (measured 2–5× at 100k lines, whose 800 KB temporaries come from fresh
-    mmap'd pages). At ≤10k lines it is ~5 % *slower*: malloc hands back the chunk just freed, and the
-    ``out=`` calls cost a little more. Preallocate where allocation is a measured cost, not by reflex.
+    so it can only show for big arrays, whose temporaries come from fresh mmap'd pages; for small ones malloc
+    hands back the chunk just freed, and the ``out=`` calls cost a little more
+    (``tests/benchmarks/bench_core.py`` prints where it helps and where it hurts). Preallocate where
+    allocation is a measured cost, not by reflex.
     """
     c = lines.columns
     rates = lines._rates

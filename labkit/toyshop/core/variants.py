@@ -19,7 +19,8 @@ VARIANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "layout": ("aos", "soa"),  # quote pricing: per-line dicts vs numpy columns
         "buffers": ("grow", "prealloc"),  # quote pricing: fresh containers vs reused buffers
-        "codec": ("json", "orjson", "msgpack"),  # response encoding
+        "codec": ("json", "orjson", "msgspec", "msgpack", "protobuf"),  # response encoding (pickle: core only)
+        "compress": ("none", "gzip", "zstd"),  # response compression (Content-Encoding)
         "fields": ("full", "trimmed"),  # product fields per response item: ~30 vs 8
         "cache": ("none", "local"),  # config lookups: every time vs in-process snapshot
     }

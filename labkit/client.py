@@ -1,15 +1,17 @@
-"""A keep-alive loopback client that times each request and reads its ``Server-Timing`` header.
+"""The timed keep-alive HTTP client: one loopback connection, each request timed, Server-Timing read.
 
-The N+1 lab asks one endpoint many times and wants, per request, the latency seen by the client *and*
-what the server says it spent (queries, catalog calls)::
+Everything in labkit that asks a running service one request at a time goes through it — the latency table's
+HTTP rows (``labkit.latency.network``), the labs' end-to-end measurements — so every such figure has the
+same client cost in it::
 
     shop = Endpoint(svc.url)
     r = shop.get("/customers/5/export?n1=naive")
     r.elapsed_ns, r.count("db"), r.count("catalog"), r.json()["item_count"]
     labkit.compare(shop.caller("/customers/1/export?n1=naive"), shop.caller("/customers/1/export?n1=batched"))
 
-One persistent HTTP/1.1 connection (``http.client`` sets TCP_NODELAY), loopback only. Not a load generator:
-requests go one at a time (see ``labkit.load`` for load).
+One persistent HTTP/1.1 connection (``http.client`` sets TCP_NODELAY), loopback only. A request's time runs
+from the send to the last byte of the body; parsing headers and Server-Timing comes after. Not a load
+generator: requests go one at a time (see ``labkit.load`` for load).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+from labkit.clock import Clock
 from labkit.errors import BadInputError, ServiceError
 from labkit.trace import ServerTimingMetric, parse_server_timing
 
@@ -63,7 +66,7 @@ class Endpoint:
     """
 
     def __init__(self, base_url: str, *, timeout: float = 60.0,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Clock = time.perf_counter_ns) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or parts.hostname not in _LOOPBACK or parts.port is None:
             raise BadInputError(f"Endpoint needs http://127.0.0.1:<port> (loopback only), got {base_url!r}")
@@ -72,14 +75,15 @@ class Endpoint:
         self._conn: http.client.HTTPConnection | None = None
         self.clock = clock
 
-    def get(self, path: str) -> Reply:
-        """GET ``path``; reconnects once if the kept-alive connection was closed by the server."""
+    def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
+        """GET ``path`` (with extra request ``headers``, e.g. ``{"Accept": "application/msgpack"}``);
+        reconnects once if the kept-alive connection was closed by the server."""
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             t0 = self.clock()
             try:
-                self._conn.request("GET", path)
+                self._conn.request("GET", path, headers=headers or {})
                 resp = self._conn.getresponse()
                 body = resp.read()
             except (http.client.HTTPException, OSError) as exc:
@@ -94,13 +98,19 @@ class Endpoint:
             return Reply(resp.status, elapsed, headers, body, timing)
         raise AssertionError("unreachable")
 
-    def caller(self, path: str, expect: int = 200) -> Callable[[], None]:
-        """A zero-argument function that GETs ``path`` and checks the status: for ``labkit.compare``."""
+    def caller(self, path: str, expect: int = 200, headers: dict[str, str] | None = None,
+               decode: Callable[[bytes], Any] | None = None) -> Callable[[], None]:
+        """A zero-argument function that GETs ``path`` and checks the status: for ``labkit.compare``.
+
+        ``decode``, if given, is called on every body inside the timed call — a client reads what it gets,
+        so an end-to-end comparison of formats includes the decoding side."""
 
         def call() -> None:
-            reply = self.get(path)
+            reply = self.get(path, headers)
             if reply.status != expect:
                 raise ServiceError(f"GET {path} answered {reply.status}, expected {expect}: {reply.body[:200]!r}")
+            if decode is not None:
+                decode(reply.body)
 
         call.__name__ = call.__qualname__ = path
         return call

@@ -1,0 +1,1 @@
+"""Generated protobuf code for toyshop.proto (see the header of toyshop.proto to regenerate)."""

@@ -1,0 +1,119 @@
+"""Content negotiation for the order service: the ``Accept`` header picks the format, ``codec=`` the code.
+
+    choose(accept, offered=("json", "msgpack"), codec=None, default_codec="json") -> (codec, format)
+
+* The format comes from ``Accept`` (RFC 9110 §12.5.1): media ranges with q-values, the most specific range
+  that matches a format deciding its weight (``application/msgpack;q=0, */*`` excludes msgpack), ``q=0``
+  meaning "not acceptable", ties going to the server's order (JSON first). No header, or ``*/*``, is JSON.
+  Entries that do not parse are skipped, as browsers and servers commonly do.
+* ``codec=`` (a query parameter) is an override: it picks the implementation, so only the formats that codec
+  produces remain; ``Accept`` still chooses among them. Without it, the process's default codec is used when
+  it produces the chosen format, else the format's own default (json, msgpack, protobuf).
+* Schema-bound formats (protobuf) are offered only by endpoints whose payload has a schema (export, order).
+
+Raises :class:`NotAcceptable` (→ 406, naming the media types this endpoint can send) when nothing acceptable
+remains, and :class:`labkit.errors.BadInputError` for a codec this endpoint cannot use (→ 400).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from labkit.errors import BadInputError
+from labkit.toyshop.core import CODECS, FORMATS
+
+__all__ = ["NotAcceptable", "choose", "parse_accept", "media_type", "SERVED_FORMATS", "SCHEMA_FORMATS",
+           "DEFAULT_CODEC"]
+
+#: formats the service may send, in its order of preference (pickle is never served: it runs code on load).
+SERVED_FORMATS: tuple[str, ...] = ("json", "msgpack", "protobuf")
+#: formats that need the payload's schema: offered by the export and order endpoints only.
+SCHEMA_FORMATS: frozenset[str] = frozenset({"protobuf"})
+#: format -> the codec that produces it when neither ``codec=`` nor the process default does.
+DEFAULT_CODEC: dict[str, str] = {"json": "json", "msgpack": "msgpack", "protobuf": "protobuf"}
+_ALIASES: dict[str, str] = {
+    **{mt: fmt for fmt, mt in FORMATS.items() if fmt in SERVED_FORMATS},
+    "application/x-msgpack": "msgpack", "application/vnd.msgpack": "msgpack",
+    "application/protobuf": "protobuf", "application/vnd.google.protobuf": "protobuf",
+}
+
+
+class NotAcceptable(BadInputError):
+    """Nothing the endpoint can send is acceptable to the client (HTTP 406); ``supported`` lists media types."""
+
+    def __init__(self, message: str, supported: Sequence[str]) -> None:
+        super().__init__(message)
+        self.supported = tuple(supported)
+
+
+def media_type(fmt: str) -> str:
+    """The Content-Type the service sends for ``fmt``."""
+    return FORMATS[fmt]
+
+
+def parse_accept(header: str | None) -> list[tuple[str, str, float]]:
+    """``Accept`` as ``(type, subtype, q)`` ranges, lower-cased; entries that do not parse are skipped."""
+    out: list[tuple[str, str, float]] = []
+    for part in (header or "").split(","):
+        fields = [f.strip() for f in part.split(";")]
+        kind, _, sub = fields[0].lower().partition("/")
+        if not kind or not sub or "/" in sub or " " in fields[0]:
+            continue
+        q = 1.0
+        for param in fields[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = -1.0
+        if 0.0 <= q <= 1.0:
+            out.append((kind, sub, q))
+    return out
+
+
+def _weight(ranges: list[tuple[str, str, float]], fmt: str) -> float:
+    """The q of the most specific range matching any of the format's media types (-1: none matches)."""
+    names = [mt for mt, f in _ALIASES.items() if f == fmt]
+    best_spec, best_q = -1, -1.0
+    for kind, sub, q in ranges:
+        for name in names:
+            t, _, s = name.partition("/")
+            spec = 2 if (kind, sub) == (t, s) else 1 if (kind == t and sub == "*") else \
+                0 if (kind, sub) == ("*", "*") else -1
+            if spec > best_spec or (spec == best_spec and q > best_q):
+                best_spec, best_q = spec, q
+    return best_q if best_spec >= 0 else -1.0
+
+
+def choose(accept: str | None, offered: Sequence[str] = ("json", "msgpack"), codec: str | None = None,
+           default_codec: str = "json") -> tuple[str, str]:
+    """Pick ``(codec, format)`` for a response; see the module docstring for the rules.
+
+    Args:
+        accept: the request's ``Accept`` header (None or empty: anything, so JSON).
+        offered: the formats this endpoint can send, in the server's preference order.
+        codec: the request's ``codec=`` parameter (an override), or None.
+        default_codec: the process's default codec (the ``codec`` switch set at start).
+    """
+    if codec is not None:
+        if codec not in CODECS or codec == "pickle":
+            raise BadInputError(f"codec {codec!r} is not served; use one of "
+                                f"{', '.join(c for c in CODECS if c != 'pickle')}")
+        usable = [f for f in offered if f in CODECS[codec]]
+        if not usable:
+            raise BadInputError(f"codec {codec!r} produces {', '.join(CODECS[codec])}, which this endpoint does "
+                                f"not offer (it has no schema for protobuf); it offers {', '.join(offered)}")
+    else:
+        usable = list(offered)
+    ranges = parse_accept(accept) or [("*", "*", 1.0)]
+    weights = {f: _weight(ranges, f) for f in usable}
+    best = max(usable, key=lambda f: (weights[f], -usable.index(f)))
+    if weights[best] <= 0:
+        supported = [media_type(f) for f in usable]
+        why = f" (codec={codec} produces only {', '.join(CODECS[codec])})" if codec else ""
+        raise NotAcceptable(f"Accept: {str(accept)[:120]!r} accepts none of the formats this endpoint can send"
+                            f"{why}: {', '.join(supported)}", supported)
+    if codec is None:
+        codec = default_codec if best in CODECS.get(default_codec, ()) else DEFAULT_CODEC[best]
+    return codec, best
