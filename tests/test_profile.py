@@ -78,10 +78,16 @@ def _fake_py_spy(tmp_path, stdout: str, stderr: str, code: int) -> str:
     return str(exe)
 
 
-def test_no_ptrace_permission_says_what_to_do(tmp_path):
+def test_no_ptrace_permission_says_what_to_do_and_leaves_no_temporary_files(tmp_path, monkeypatch):
+    import tempfile
+
     exe = _fake_py_spy(tmp_path, "", "Permission Denied: Try running again with elevated permissions", 1)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     with pytest.raises(ProbeUnavailable) as err:
         profile.attach(os.getpid(), duration_s=1, executable=exe)
+    assert not list(scratch.iterdir())
     msg = str(err.value)
     assert "ptrace" in msg and "--cap-add SYS_PTRACE" in msg and "profile.call" in msg and "labkit doctor" in msg
 

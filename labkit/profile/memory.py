@@ -20,7 +20,8 @@ cannot see:
   call: they are invisible, so the counts are a floor;
 * *temporary* allocations are memray's: freed before any other allocation happened (threshold 1);
 * tracking is process-wide (other threads' allocations land in the profile too) and only one memray
-  tracker can run in a process at a time; it slows the tracked code several-fold, so time nothing under it.
+  tracker can run in a process at a time; it slows the tracked code (``tests/benchmarks/bench_gc_profile.py``
+  prints by how much), so time nothing under it.
 
 Bounded: the capture goes to a temporary folder (removed after reading), and at most ``max_records``
 records are read (``truncated`` says when there were more: track a smaller call).
