@@ -58,7 +58,7 @@ def in_process_overhead(rounds: int, calls: int) -> None:
     conn, fake = db.connect(dbp), catalog_mod.FakeCatalog.from_db(dbp)
 
     def handle() -> bytes:
-        return encode(trim_export(export_batched(conn, fake, CUSTOMER), "full"), "json")
+        return encode(trim_export(export_batched(conn, fake, CUSTOMER), "full"), "json", schema="export")
 
     for _ in range(3):
         handle()
@@ -129,7 +129,7 @@ def objects_per_request(calls: int) -> None:
     conn, fake = db.connect(dbp), catalog_mod.FakeCatalog.from_db(dbp)
 
     def handle(codec: str) -> bytes:
-        return encode(trim_export(export_batched(conn, fake, CUSTOMER), "full"), codec)
+        return encode(trim_export(export_batched(conn, fake, CUSTOMER), "full"), codec, schema="export")
 
     c = alloc.compare(lambda: handle("json"), lambda: handle("orjson"), calls=calls, names=("json", "orjson"))
     orders = lab06.make_orders(11)
