@@ -196,13 +196,14 @@ class _Recording:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _allow_children() -> None:
-    # Under Yama's ptrace_scope=1 (Ubuntu's default) a process may read only its descendants; py-spy, our
-    # child, reads *us* when profiling in process. PR_SET_PTRACER_ANY lets it (Linux only; a no-op elsewhere).
+def _allow_children(allow: bool = True) -> None:
+    # Under Yama's ptrace_scope=1 (Ubuntu's default) a process may be read only by its ancestors; py-spy, our
+    # child, reads *us* when profiling in process. PR_SET_PTRACER_ANY lets it for the length of the recording;
+    # PR_SET_PTRACER 0 takes it back (Linux only; a no-op elsewhere).
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(0x59616D61, ctypes.c_ulong(-1), 0, 0, 0)  # PR_SET_PTRACER, PR_SET_PTRACER_ANY
+            libc.prctl(0x59616D61, ctypes.c_ulong(-1 if allow else 0), 0, 0, 0)  # PR_SET_PTRACER
         except (OSError, AttributeError):
             pass
 
@@ -307,9 +308,12 @@ def call(fn: Callable[..., Any], /, *args: Any, duration_s: float = 2.0, rate: i
         return _labkit_profile_repeat(fn, args, kwargs, seconds)
 
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
-    return _profile(os.getpid(), f"{name}(...) in this process", duration_s=duration_s, rate=rate, idle=False,
-                    gil=False, native=native, function=function, svg=svg, executable=executable, during=during,
-                    focus="_labkit_profile_repeat")
+    try:
+        return _profile(os.getpid(), f"{name}(...) in this process", duration_s=duration_s, rate=rate,
+                        idle=False, gil=False, native=native, function=function, svg=svg, executable=executable,
+                        during=during, focus="_labkit_profile_repeat")
+    finally:
+        _allow_children(False)
 
 
 def _labkit_profile_repeat(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
