@@ -28,6 +28,22 @@ def test_enable_offline_never_picks_the_mimetype_renderer():
     charts.enable_offline()
 
 
+def test_the_offline_bundle_is_built_once_and_then_read_from_disk(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = []
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda src=None, vl_version=None: built.append(src) or "/*js*/")
+    with charts._bundle_cache():
+        first = vlc.javascript_bundle("import x", vl_version="6")
+    with charts._bundle_cache():
+        again = vlc.javascript_bundle("import x", vl_version="6")
+        other = vlc.javascript_bundle("import y", vl_version="6")  # another source is another bundle
+    assert first == again == other == "/*js*/" and built == ["import x", "import y"]
+    assert len(list((tmp_path / "labkit").glob("altair-offline-*.js"))) == 2
+    assert vlc.javascript_bundle("z") == "/*js*/" and built[-1] == "z"  # the real builder is back after the block
+
+
 def test_builders_render_to_svg_offline(result):
     c = compare(Measured(1e6, 1, "a"), Measured(8e5, 2, "b"))
     for chart in (charts.distribution(result), charts.cdf(result, log_x=True), charts.percentile_bars(result),
