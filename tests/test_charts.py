@@ -60,3 +60,28 @@ def test_warmup_samples_stay_out_of_charts(result):
 def test_bad_input_is_explained():
     with pytest.raises(BadInputError, match="to_frame"):
         charts.cdf([1, 2, 3])
+
+
+def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_their_columns():
+    import pandas as pd
+
+    sizes = pd.DataFrame([{"function": f, "pieces": n, "ns": n ** k} for f, k in (("+=", 2), ("join", 1))
+                          for n in (100, 400)])
+    svg = charts.to_svg(charts.loglog(sizes, x="pieces"))
+    assert "slope 1" in svg and "slope 2" in svg
+    guides = charts.loglog(sizes, x="pieces").layer[0].data
+    assert guides[guides["guide"] == "slope 2"]["us"].tolist() == pytest.approx([10.0, 160.0])  # anchored at +=
+    stages = pd.DataFrame([{"variant": "naive", "kind": k, "stage": s, "ms": 1.0} for k in ("napkin", "measured")
+                           for s in ("db", "catalog")])
+    assert "naive · napkin" in charts.to_svg(charts.napkin_stages(stages))
+    calls = pd.DataFrame([{"variant": v, "start_ms": i, "end_ms": i + 0.5, "kind": "sql"} for v, n in
+                          (("naive", 30), ("batched", 3)) for i in range(n)])
+    svg = charts.to_svg(charts.waterfall(calls))
+    assert "naive: 30 calls" in svg and "batched: 3 calls" in svg
+    sweep = pd.DataFrame([{"delay_ms": d, "variant": "naive", "ms": 1 + d, "kind": k} for d in (0, 1)
+                          for k in ("measured", "napkin")])
+    assert "dashed: napkin" in charts.to_svg(charts.distance_sweep(sweep))
+    for build in (lambda f: charts.loglog(f, x="pieces"), charts.napkin_stages, charts.waterfall,
+                  charts.distance_sweep):
+        with pytest.raises(BadInputError, match="needs columns"):
+            build(pd.DataFrame({"x": [1]}))
