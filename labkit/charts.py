@@ -314,7 +314,7 @@ def latency_ladder(table: Any, references: pd.DataFrame | None = None,
 
     Each measured row is a dot at its median with a bar from P10 to P90. With ``references`` (the frame of
     :func:`labkit.latency.references`), the published figures for the same operation are drawn beside it
-    as hollow marks, one shape per source, so "measured vs Dean 2012" is read off one line. Values outside
+    as hollow marks, one shape per source, so "measured vs Norvig 2001" is read off one line. Values outside
     1 ns … 10 ms are pinned to the edge; rows with no measurement (or a median ≤ 0) are left out.
     """
     df = _frame(table)
