@@ -340,7 +340,8 @@ def latency_ladder(table: Any, references: pd.DataFrame | None = None,
         refs = refs.assign(ref=refs["source"] + " " + refs["year"].astype(str))
         layers.append(alt.Chart(refs).mark_point(size=80, filled=False, strokeWidth=2).encode(
             y, alt.X("value_ns:Q", scale=scale, axis=axis),
-            alt.Shape("ref:N", title="reference"), alt.Color("ref:N", title="reference"),
+            alt.Shape("ref:N", title="reference", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
+            alt.Color("ref:N", title="reference", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
             tooltip=["ref:N", "operation:N", alt.Tooltip("value_ns:Q", format=".3~s", title="reference (ns)")]))
     return alt.layer(*layers, title=title).properties(width=560, height=max(240, 26 * len(order)))
 
