@@ -26,7 +26,7 @@ with the counts and one estimate per Server-Timing stage, in milliseconds::
    right after), and your function is priced with them: a busy minute between your table and the check moves
    both sides alike. The band is wide enough for what a table-row model leaves out (the probes run hot, in a
    tight loop; a request runs cold, through an instrumented connection, in another process) and narrow
-   enough to catch a wrong row or a wrong count, which are off by ten times or more.
+   enough to catch a wrong count or a wrong row (the ladder's rows are orders of magnitude apart).
 
 The last item's ``detail`` holds the stage table (yours, measured, ratio) for a chart.
 """
