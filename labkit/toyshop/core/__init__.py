@@ -62,18 +62,11 @@ Config cache (:mod:`.cache`):
     (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). ``tests/benchmarks/bench_core.py``
     prints none against local over in-memory SQLite, with the hit ratio.
 
-Allocations (:mod:`.allocs`):
-
-    count_allocations(fn, *args, warmup=1, census=True, **kwargs) -> AllocationCount(blocks, size_bytes,
-        peak_bytes, gc_collections, allocations, result)
-      blocks/size_bytes: net growth left by the call (tracemalloc); peak_bytes: high-water mark during it;
-      gc_collections: cyclic-GC runs during it; allocations: every allocator call, freed or not (memray;
-      None without memray); ``tests/benchmarks/bench_core.py`` prints them for each variant
+Allocation counts are measured from outside the service: :mod:`labkit.alloc`.
 
 Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the bad argument and what to use.
 """
 
-from labkit.toyshop.core.allocs import AllocationCount, count_allocations
 from labkit.toyshop.core.cache import CacheStats, ConfigCache
 from labkit.toyshop.core.compression import CODINGS, compress, decompress
 from labkit.toyshop.core.encoding import (
@@ -150,6 +143,4 @@ __all__ = [
     "make_products",
     "ConfigCache",
     "CacheStats",
-    "AllocationCount",
-    "count_allocations",
 ]
