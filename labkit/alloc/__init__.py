@@ -8,7 +8,7 @@
         handle(request)
     census.allocations
 
-Counting is never timing: the tracers slow the code they watch several-fold, so nothing here holds a time
+Counting is never timing: the tracers slow the code they watch, so nothing here holds a time
 (time the untraced code with :func:`labkit.bench` or :func:`labkit.compare`). What each number can and
 cannot see is in :mod:`labkit.alloc.counts` and :mod:`labkit.alloc.census`. The package is meant to hold
 the rest of "what memory costs" beside them (the GC pause recorder lives here too).

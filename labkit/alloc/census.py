@@ -17,8 +17,9 @@ the tracker itself allocates around an empty block. What it can and cannot see:
 * it is **process-wide**: other threads' allocations in the window count too, and only one memray tracker
   can run in a process at a time.
 
-A census costs tens of milliseconds (the tracker starts, stops and its capture is read back), so it suits
-counting a call or a request, never timing one: tracing slows the code it watches several-fold.
+A census is slow to set up (the tracker starts, stops, and its capture is read back: ``tests/benchmarks/
+bench_prealloc.py`` prints what it costs here), so it suits counting a call or a request, never timing one:
+tracing also slows the code it watches.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ What each number can and cannot see:
   so a call that holds thousands of dicts or lists at once pays for collections, and one that frees as it
   goes does not. Process-wide, like the rest.
 
-Counting is never timing: tracemalloc and memray slow the code they watch several-fold, so these values hold
+Counting is never timing: tracemalloc and memray slow the code they watch, so these values hold
 no time at all (use :func:`labkit.bench` / :func:`labkit.compare` on the untraced code for that). The first
 ``warmup`` calls are made and not counted, so one-time costs (imports, caches, buffers a function reuses)
 are left out.
@@ -49,7 +49,7 @@ __all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS"]
 
 #: the metrics an AllocationCount summarises, in display order.
 METRICS = ("allocations", "bytes_allocated", "blocks", "size_bytes", "peak_bytes")
-_NO_TIME = ("an allocation count holds no times: counting slows the code several-fold, so nothing is timed "
+_NO_TIME = ("an allocation count holds no times: counting slows the code it watches, so nothing is timed "
             "while counting. Time the untraced code with labkit.bench(fn, ...) or labkit.compare(a, b, ...)")
 
 
@@ -279,7 +279,8 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
             function's own: to pass a keyword of the same name to ``fn``, wrap it (``functools.partial``).
         calls: counted calls (≥ 1); the summaries are their medians.
         warmup: calls made first and not counted (≥ 0): caches, lazy imports and reused buffers settle.
-        census: also count every allocator call with memray (tens of ms per call); False skips it, and
+        census: also count every allocator call with memray (a census per counted call, slow to set up:
+            ``tests/benchmarks/bench_prealloc.py`` prints its cost); False skips it, and
             ``allocations`` is then None with the reason in ``census_note``.
         name: a label (default: the function's name).
 
