@@ -76,6 +76,7 @@ def openapi_schema() -> dict[str, Any]:
             "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")], schema=True),
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
+            "/customers/{customer_id}/statement": _statement_op(),
             "/stats": {"get": {"summary": "requests in flight now (every request inside the app), the peak, and "
                                           "requests served; this request is not counted",
                                "responses": {"200": {"description": "OK", "content": {"application/json": {
@@ -83,3 +84,12 @@ def openapi_schema() -> dict[str, Any]:
                                        k: {"type": "integer"} for k in ("in_flight", "peak_in_flight", "served")}}}}}}}},
         },
     }
+
+
+def _statement_op() -> dict[str, Any]:
+    op = _op("every order line of a customer as CSV; buffers=grow|prealloc|pooled builds the body (pooled "
+             "carries lab 03's deliberate stale-state bug)", [_path_int("customer_id")])
+    ok = op["get"]["responses"]["200"]
+    ok["description"] = "OK (CSV, whatever the codec)"
+    ok["content"] = {"text/csv": {"schema": {"type": "string"}}}
+    return op

@@ -39,7 +39,7 @@ from typing import Any
 from labkit.errors import BadInputError
 
 __all__ = ["statement_grow", "statement_prealloc", "statement_pooled", "STATEMENT_KERNELS", "BufferPool",
-           "POOL", "SENTINEL", "RED_ZONE", "HEADER", "make_statement_rows"]
+           "POOL", "SENTINEL", "RED_ZONE", "HEADER", "make_statement_rows", "Customer", "Row"]
 
 #: the byte a scribbling pool fills released buffers with (CPython's debug allocator uses it for freed memory).
 SENTINEL = 0xDD
