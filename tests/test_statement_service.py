@@ -1,4 +1,4 @@
-"""The statement endpoint, the pooled variant's leak behind its switch, scribble, and per-request allocation counts;
+"""The /statement endpoint, the pooled variant's leak behind its switch, scribble, and per-request allocation counts;
 and the service's default path sharing no mutable state between requests (answers vs fresh processes)."""
 
 from __future__ import annotations
@@ -47,20 +47,22 @@ def _timing(resp):
 
 
 def test_statement_is_csv_of_every_order_line(client):
-    resp = client.get(f"/customers/{BIG}/statement")
+    resp = client.get(f"/statement?customer_id={BIG}")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/csv")
     lines = resp.text.splitlines()
     assert lines[0] == f"# statement,customer {BIG},Customer {BIG},customer{BIG}@example.invalid"
     assert len(lines) == 3 + 4 * LADDER[BIG] and lines[-1].startswith(f"# end of statement,customer {BIG},")
     assert "buffers=grow" in resp.headers["x-variant"] and _timing(resp)["db"].count == 2
-    empty = client.get(f"/customers/{EMPTY}/statement")
+    empty = client.get(f"/statement?customer_id={EMPTY}")
     assert empty.status_code == 200 and len(empty.text.splitlines()) == 3
-    assert client.get(f"/customers/{BIG}/statement?codec=msgpack").content == resp.content  # CSV whatever the codec
+    assert client.get(f"/statement?customer_id={BIG}&codec=msgpack").content == resp.content  # CSV whatever the codec
 
 
 @pytest.mark.parametrize("url, status, parameter", [
-    ("/customers/99999/statement", 404, None), ("/customers/0/statement", 400, "customer_id"),
-    ("/customers/8/statement?buffers=pool", 400, "buffers"), ("/quote?lines=5&buffers=pooled", 400, "buffers"),
+    ("/statement?customer_id=99999", 404, None), ("/statement?customer_id=0", 400, "customer_id"),
+    ("/statement", 400, "customer_id"), ("/statement?customer_id=1&lines=3", 400, "customer_id"),
+    ("/statement?lines=20001", 400, "lines"), ("/statement?lines=5&seed=-1", 400, "seed"),
+    ("/statement?customer_id=8&buffers=pool", 400, "buffers"), ("/quote?lines=5&buffers=pooled", 400, "buffers"),
 ])
 def test_statement_and_quote_bad_input(client, url, status, parameter):
     resp = client.get(url)
@@ -69,29 +71,38 @@ def test_statement_and_quote_bad_input(client, url, status, parameter):
         assert resp.json()["parameter"] == parameter
 
 
+def test_synthetic_statements_of_any_size(client):
+    resp = client.get("/statement?lines=1000&seed=4")
+    assert resp.status_code == 200 and _timing(resp)["db"].count == 0
+    lines = resp.text.splitlines()
+    assert len(lines) == 1_003 and lines[0] == "# statement,customer 0,Sample Customer,sample@example.invalid"
+    assert client.get("/statement?lines=1000&seed=4&buffers=prealloc").content == resp.content
+    assert client.get("/statement?lines=1000&seed=5").content != resp.content
+
+
 def test_grow_and_prealloc_agree_in_any_order(client):
     order = [BIG, SMALL, EMPTY, 7, SMALL, BIG, 3]
     for buffers in ("grow", "prealloc"):
-        got = [client.get(f"/customers/{c}/statement?buffers={buffers}").content for c in order]
-        want = [client.get(f"/customers/{c}/statement").content for c in order]
+        got = [client.get(f"/statement?customer_id={c}&buffers={buffers}").content for c in order]
+        want = [client.get(f"/statement?customer_id={c}").content for c in order]
         assert got == want, buffers
 
 
 def test_pooled_leaks_another_customers_lines_only_behind_its_switch(db, catalog):
     with _client(db, catalog) as c:
-        c.get(f"/customers/{BIG}/statement?buffers=pooled")
-        right = c.get(f"/customers/{SMALL}/statement").content
-        leaked = c.get(f"/customers/{SMALL}/statement?buffers=pooled").content
+        c.get(f"/statement?customer_id={BIG}&buffers=pooled")
+        right = c.get(f"/statement?customer_id={SMALL}").content
+        leaked = c.get(f"/statement?customer_id={SMALL}&buffers=pooled").content
         assert leaked != right and leaked.startswith(right)
         assert f"customer{BIG}@example.invalid".encode() in leaked  # another customer's address: a privacy leak
         # the default path never touches the pool, whatever ran before it
-        assert c.get(f"/customers/{SMALL}/statement").content == right
+        assert c.get(f"/statement?customer_id={SMALL}").content == right
 
 
 def test_scribble_switch_shows_sentinel_bytes_on_every_reuse(db, catalog):
     with _client(db, catalog, scribble="on") as c:
-        first = c.get(f"/customers/{SMALL}/statement?buffers=pooled").content
-        again = c.get(f"/customers/{SMALL}/statement?buffers=pooled").content  # same size: no longer one before
+        first = c.get(f"/statement?customer_id={SMALL}&buffers=pooled").content
+        again = c.get(f"/statement?customer_id={SMALL}&buffers=pooled").content  # same size: no longer one before
         assert bytes([SENTINEL]) not in first and again.startswith(first)
         assert set(again[len(first):]) == {SENTINEL}
         assert c.get("/health").json()["variants"]["scribble"] == "on"
@@ -104,16 +115,16 @@ def test_alloc_census_switch_counts_allocator_calls_per_request(db, catalog):
     with _client(db, catalog, alloc="census", pool=8) as c:
         health = c.get("/health").json()["variants"]
         assert health["alloc"] == "census" and health["pool"] == 1  # process-wide counts: one at a time
-        grow = _timing(c.get(f"/customers/{BIG}/statement?buffers=grow"))
-        pre = _timing(c.get(f"/customers/{BIG}/statement?buffers=prealloc"))
+        grow = _timing(c.get(f"/statement?customer_id={BIG}&buffers=grow"))
+        pre = _timing(c.get(f"/statement?customer_id={BIG}&buffers=prealloc"))
         assert grow["alloc"].count > 0 and pre["alloc"].count > 0
         assert "one request at a time" in grow["alloc"].desc
         # bytes += copies the whole body at every line: far more bytes asked for than the body holds
         assert grow["alloc_bytes"].count > 5 * pre["alloc_bytes"].count
-        miss = c.get("/customers/99999/statement")
+        miss = c.get("/statement?customer_id=99999")
         assert miss.status_code == 404 and _timing(miss)["alloc"].count > 0
     with _client(db, catalog) as plain:
-        assert "alloc" not in _timing(plain.get(f"/customers/{SMALL}/statement"))
+        assert "alloc" not in _timing(plain.get(f"/statement?customer_id={SMALL}"))
 
 
 # ------------------------------------------------------------------------------ no state shared between requests
@@ -122,12 +133,13 @@ def _default_urls(rng: random.Random) -> list[str]:
     """Requests of very different sizes to every default endpoint (and the correct reuse, prealloc)."""
     urls = []
     for cid in (BIG, SMALL, EMPTY, 7, 42):
-        urls += [f"/customers/{cid}/export", f"/customers/{cid}/statement",
-                 f"/customers/{cid}/statement?buffers=prealloc", f"/quote?customer_id={cid}",
+        urls += [f"/customers/{cid}/export", f"/statement?customer_id={cid}",
+                 f"/statement?customer_id={cid}&buffers=prealloc", f"/quote?customer_id={cid}",
                  f"/quote?customer_id={cid}&buffers=prealloc&layout=soa"]
     for n in (5_000, 3, 0, 700):
         urls += [f"/quote?lines={n}&seed={n}", f"/quote?lines={n}&seed={n}&buffers=prealloc",
-                 f"/quote?lines={n}&seed={n}&buffers=prealloc&layout=soa"]
+                 f"/quote?lines={n}&seed={n}&buffers=prealloc&layout=soa", f"/statement?lines={n}",
+                 f"/statement?lines={n}&buffers=prealloc"]
     urls += ["/orders/1", "/orders/2", "/config/cfg.pricing.000008", "/config/cfg.pricing.000008?cache=local"]
     urls += [f"/customers/{cid}/export?n1={v}" for cid in (BIG, SMALL) for v in ("batched", "join")]
     rng.shuffle(urls)

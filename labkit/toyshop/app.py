@@ -6,7 +6,8 @@ Endpoints (all GET; see ``/openapi.json``):
 - ``/customers/{customer_id}/export``: a customer's orders with product details (the N+1 candidate)
 - ``/orders/{order_id}``: one order
 - ``/quote?customer_id=ID`` or ``/quote?lines=N&seed=S``: pricing by the performance core
-- ``/customers/{customer_id}/statement``: every order line of a customer as CSV (``buffers`` builds the body)
+- ``/statement?customer_id=ID`` or ``/statement?lines=N&seed=S``: every order line of a customer (or N synthetic
+  lines) as CSV; the ``buffers`` switch picks how the body is built
 - ``/config/{key}``: one config value
 - ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
   and how many were served — for Little's law in the tail-latency lab; this request itself is not counted
@@ -55,8 +56,13 @@ from labkit.errors import BadInputError, ServiceError
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
+from labkit.toyshop.statement import (
+    MAX_STATEMENT_LINES,
+    render_statement,
+    statement_rows,
+    synthetic_statement,
+)
 from labkit.toyshop.statement import MEDIA_TYPE as _CSV
-from labkit.toyshop.statement import render_statement, statement_rows
 from labkit.toyshop.variants import REQUEST_SWITCHES, check_request_switch, resolve
 from labkit.toyshop.wiring import (
     BufferPool,
@@ -376,9 +382,18 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
     async def statement(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
             with span("parse"):
-                cid = _int(request.path_params["customer_id"], "customer_id")
-                sw = ctx["sw"] = svc.switches(request)[0]
-            customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid))
+                sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
+                ctx["sw"] = sw
+                if ("customer_id" in params) == ("lines" in params):
+                    raise BadParam("customer_id", "give exactly one of customer_id=<id> (that customer's order "
+                                                  "lines) or lines=<n> (a statement of n synthetic lines)")
+                seed = _int(params.get("seed", "0"), "seed", 0)
+                cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
+                n = _int(params["lines"], "lines", 0, MAX_STATEMENT_LINES) if "lines" in params else None
+            if cid is not None:
+                customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid))
+            else:
+                customer, rows = synthetic_statement(n or 0, seed)
             with span("compute"):
                 return Raw(render_statement(customer, rows, sw["buffers"], svc.pool), _CSV)
         return await _respond(svc, request, h, raw=True)
@@ -418,7 +433,7 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
 
     routes = [Route("/health", health), Route("/customers/{customer_id}/export", export),
               Route("/orders/{order_id}", order), Route("/quote", quote), Route("/config/{key}", config),
-              Route("/customers/{customer_id}/statement", statement),
+              Route("/statement", statement),
               Route("/stats", stats), Route("/openapi.json", openapi)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     middleware=[Middleware(_InFlight, counter=svc.counts)])

@@ -66,6 +66,7 @@ Config cache (:mod:`.cache`):
 Statements (:mod:`.statement`) — a customer's order lines as CSV bytes, built three ways:
 
     statement_grow / statement_prealloc / statement_pooled  (customer, rows) -> bytes
+    statement_lines(customer, rows) -> the encoded lines, one at a time (what every kernel writes)
     STATEMENT_KERNELS[buffers]; make_statement_rows(n, seed=0) -> synthetic rows
     BufferPool(scribble=False).acquire() -> bytearray / .release(buf, used); POOL; SENTINEL; RED_ZONE
 
@@ -122,6 +123,7 @@ from labkit.toyshop.core.statement import (
     BufferPool,
     make_statement_rows,
     statement_grow,
+    statement_lines,
     statement_pooled,
     statement_prealloc,
 )
@@ -174,4 +176,5 @@ __all__ = [
     "SENTINEL",
     "RED_ZONE",
     "make_statement_rows",
+    "statement_lines",
 ]

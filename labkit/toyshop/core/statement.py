@@ -2,6 +2,7 @@
 
     body = statement_grow(customer, rows)       # baseline: body += line, a new bytes object every time
     body = statement_prealloc(customer, rows)   # lines written in place into this thread's reused bytearray
+    statement_lines(customer, rows)             # the encoded lines every kernel writes, one at a time
     body = statement_pooled(customer, rows)     # a shared buffer pool — with the stale-state trap (see below)
     STATEMENT_KERNELS[buffers]                  # the three, keyed by the ``buffers`` switch
     make_statement_rows(n, seed=0)              # synthetic rows, no database needed
@@ -39,7 +40,8 @@ from typing import Any
 from labkit.errors import BadInputError
 
 __all__ = ["statement_grow", "statement_prealloc", "statement_pooled", "STATEMENT_KERNELS", "BufferPool",
-           "POOL", "SENTINEL", "RED_ZONE", "HEADER", "make_statement_rows", "Customer", "Row"]
+           "POOL", "SENTINEL", "RED_ZONE", "HEADER", "make_statement_rows", "statement_lines", "Customer",
+           "Row"]
 
 #: the byte a scribbling pool fills released buffers with (CPython's debug allocator uses it for freed memory).
 SENTINEL = 0xDD
@@ -60,7 +62,7 @@ def _field(value: Any) -> str:
     return s
 
 
-def _lines(customer: Customer, rows: Sequence[Row]) -> Iterator[bytes]:
+def statement_lines(customer: Customer, rows: Sequence[Row]) -> Iterator[bytes]:
     """The statement, one encoded line at a time: what every kernel writes, so all agree byte for byte."""
     cid, name, email = customer
     yield f"# statement,customer {cid},{_field(name)},{_field(email)}\n".encode()
@@ -77,7 +79,7 @@ def _lines(customer: Customer, rows: Sequence[Row]) -> Iterator[bytes]:
 def statement_grow(customer: Customer, rows: Sequence[Row]) -> bytes:
     """Baseline: ``body += line`` — each step copies the whole body so far (quadratic in the statement)."""
     body = b""
-    for line in _lines(customer, rows):
+    for line in statement_lines(customer, rows):
         body += line
     return body
 
@@ -91,7 +93,7 @@ def statement_prealloc(customer: Customer, rows: Sequence[Row]) -> bytes:
     if buf is None:
         buf = _local.statement = bytearray()
     pos = 0
-    for line in _lines(customer, rows):
+    for line in statement_lines(customer, rows):
         end = pos + len(line)
         buf[pos:end] = line  # overwrites in place; grows the buffer only past its longest use
         pos = end
@@ -152,7 +154,7 @@ def statement_pooled(customer: Customer, rows: Sequence[Row], pool: BufferPool |
     buf = pool.acquire()
     pos = 0
     try:
-        for line in _lines(customer, rows):
+        for line in statement_lines(customer, rows):
             end = pos + len(line)
             buf[pos:end] = line
             pos = end
