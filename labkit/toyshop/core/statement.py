@@ -17,7 +17,9 @@ e-mail address — so a leaked tail is somebody else's purchase history *and* ad
 * ``prealloc``: one ``bytearray`` per thread, kept between calls and overwritten in place (``buf[pos:end] =
   line``; it grows only past its longest use); the answer is the first ``pos`` bytes, copied out once.
   ``bytearray.clear()`` would give the memory back (CPython shrinks a bytearray that falls below half its
-  capacity), which is why the code overwrites instead of clearing.
+  capacity), which is why the code overwrites instead of clearing. In CPython the reuse is not free: a
+  write through a slice costs more per line than ``bytearray +=`` into a fresh buffer, so this variant can
+  lose to the plain ways (``b"".join``); ``tests/benchmarks/bench_prealloc.py`` prints both.
 * ``pooled``: buffers taken from a shared :class:`BufferPool` and returned after use, filled the same way —
   but the answer is ``bytes(buf)``, the *whole* buffer. The first use of a buffer, and every statement at
   least as long as all before it, come out right; a shorter one carries the tail of a longer, earlier
