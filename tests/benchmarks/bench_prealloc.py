@@ -90,9 +90,9 @@ def appends(quick: bool, rounds: int) -> None:
     ratios = []
     for n in sizes:
         values = np.arange(n, dtype=float).tolist()
-        r = rounds if n <= 10_000 else 3
+        r = rounds if n <= 10_000 else 6  # 6 pairs: the fewest a sign test can call significant; seconds each
         c = labkit.compare(_by_append, _by_prealloc, values, rounds=r, max_rounds=r, min_sample_time=0.02,
-                           names=("np.append", "prealloc"))
+                           warmup=1, names=("np.append", "prealloc"))
         a, b = float(np.median(c.baseline_ns)), float(np.median(c.candidate_ns))
         ratios.append(a / b)
         bar = "#" * max(1, round(np.log2(a / b) * 4))
