@@ -62,7 +62,7 @@ def per_request(quick: bool, rounds: int) -> None:
             g = _per_request(counter, f"{path}{sep}{switch}=grow", 3)
             p = _per_request(counter, f"{path}{sep}{switch}=prealloc", 3)
             c = labkit.compare(shop.caller(f"{path}{sep}{switch}=grow"), shop.caller(f"{path}{sep}{switch}=prealloc"),
-                               rounds=rounds, names=("grow", "prealloc"))
+                               rounds=rounds, names=("grow", "prealloc"), progress=False)
             print(f"  {path:<28} {g[0]:>11,} {p[0]:>11,} {p[0] / g[0]:>7.3f}   {g[1]:>12,} {p[1]:>12,} "
                   f"{p[1] / g[1]:>7.4f}   {c.ratio:.3f} ({c.ci[0]:.3f}–{c.ci[1]:.3f}), {c.verdict}")
     print("  (reference, seed 000: one request's temporaries 120 → 18, 6.7×, after reusing the output buffer and\n"
@@ -92,7 +92,7 @@ def appends(quick: bool, rounds: int) -> None:
         values = np.arange(n, dtype=float).tolist()
         r = rounds if n <= 10_000 else 6  # 6 pairs: the fewest a sign test can call significant; seconds each
         c = labkit.compare(_by_append, _by_prealloc, values, rounds=r, max_rounds=r, min_sample_time=0.02,
-                           warmup=1, names=("np.append", "prealloc"))
+                           warmup=1, names=("np.append", "prealloc"), progress=False)
         a, b = float(np.median(c.baseline_ns)), float(np.median(c.candidate_ns))
         ratios.append(a / b)
         bar = "#" * max(1, round(np.log2(a / b) * 4))
@@ -134,10 +134,11 @@ def bytes_building(rounds: int) -> None:
     print(f"  payload: {len(parts)} lines, {sum(map(len, parts)):,} bytes")
     for f in (reused_bytearray, fresh_bytearray, join):
         assert f(parts) == concat(parts)
-        c = labkit.compare(concat, f, parts, rounds=rounds, names=("bytes +=", f.__name__))
+        c = labkit.compare(concat, f, parts, rounds=rounds, names=("bytes +=", f.__name__), progress=False)
         print(f"  {f.__name__:<17} ratio {c.ratio:.4f} ({c.ci[0]:.4f}–{c.ci[1]:.4f}), {c.speedup:>6.1f}× faster, "
               f"{c.verdict}")
-    c = labkit.compare(fresh_bytearray, reused_bytearray, parts, rounds=rounds, names=("fresh", "reused"))
+    c = labkit.compare(fresh_bytearray, reused_bytearray, parts, rounds=rounds, names=("fresh", "reused"),
+                       progress=False)
     print(f"  reused vs fresh bytearray: ratio {c.ratio:.3f} ({c.ci[0]:.3f}–{c.ci[1]:.3f}), {c.verdict}\n")
 
 
