@@ -44,7 +44,7 @@ def serve_forked(urls: TextIO, out: BinaryIO) -> None:
             os.close(r)
             try:
                 data = pickle.dumps(answer(app, url))
-            except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
+            except BaseException as e:  # reported to the parent, never lost
                 data = pickle.dumps((-1, repr(e).encode()))
             with os.fdopen(w, "wb") as f:
                 f.write(data)

@@ -30,7 +30,7 @@ import numpy as np
 import labkit
 from labkit import alloc
 from labkit.alloc import Census
-from labkit.nplusone import Endpoint
+from labkit.client import Endpoint
 from labkit.service import start
 from labkit.toyshop import core
 from labkit.toyshop.dataset import ensure
