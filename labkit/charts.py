@@ -549,3 +549,63 @@ def crossover(frame: pd.DataFrame, floor_us: float,
         strokeDash=[6, 4], color="gray").encode(y="floor:Q")
     text = rule.mark_text(align="left", dx=4, dy=-6, color="gray").encode(text="label:N")
     return alt.layer(lines, rule, text, title=title).properties(width=520, height=300)
+
+
+# --- preallocation lab (lab 03's section; appended) -------------------------------------------------------
+
+__all__ += ["scaling", "size_steps"]
+
+
+def scaling(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guides: tuple[float, ...] = (1, 2),
+            x_title: str | None = None, y_title: str | None = None,
+            title: str = "Cost against size (log-log): the slope is the exponent") -> alt.LayerChart:
+    """Log-log lines of the median ``y`` per ``x`` for each ``color``, with dashed guide lines of slope 1, 2…
+
+    On log-log axes ``y ∝ xᵏ`` is a straight line of slope ``k``: a series running parallel to the slope-2
+    guide grows with the square of its size. The guides pass through the first series' largest-size point,
+    so its upper end can be read against them.
+
+    Args:
+        frame: one row per measurement, with numeric ``x`` and ``y`` (positive) and a ``color`` column.
+        guides: the slopes to draw (empty for none).
+    """
+    for col in (x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"scaling needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+    df = frame.copy()
+    if color not in df.columns:
+        df[color] = y
+    df = df[(df[x] > 0) & (df[y] > 0)]
+    if df.empty:
+        raise BadInputError(f"scaling needs positive {x!r} and {y!r} values (log axes): nothing to draw")
+    med = df.groupby([color, x], sort=False, as_index=False)[y].median()
+    first = med[med[color] == med[color].iloc[0]].sort_values(x)
+    x0, y0 = float(first[x].iloc[-1]), float(first[y].iloc[-1])
+    xs = np.geomspace(float(df[x].min()), float(df[x].max()), 12)
+    lo, hi = float(df[y].min()) / 2, float(df[y].max()) * 2  # guides are clipped to the data's range
+    lines = pd.DataFrame([{x: v, y: y0 * (v / x0) ** k, "guide": f"slope {k:g}"} for k in guides for v in xs
+                          if lo <= y0 * (v / x0) ** k <= hi])
+    xe = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x_title or x)
+    ye = alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y_title or y)
+    dots = alt.Chart(df).mark_circle(opacity=0.3, size=25).encode(xe, ye, alt.Color(f"{color}:N", title=color))
+    line = alt.Chart(med).mark_line(point=True).encode(
+        xe, ye, alt.Color(f"{color}:N", title=color),
+        tooltip=[f"{color}:N", f"{x}:Q", alt.Tooltip(f"{y}:Q", format=".3~g")])
+    layers = [dots, line]
+    if guides and not lines.empty:
+        layers.append(alt.Chart(lines).mark_line(strokeDash=[5, 4], color="#888").encode(
+            xe, ye, alt.Detail("guide:N"), tooltip=["guide:N"]))
+        ends = lines.groupby("guide", as_index=False).first()
+        layers.append(alt.Chart(ends).mark_text(align="left", dx=4, dy=-6, color="#666").encode(xe, ye, text="guide:N"))
+    return alt.layer(*layers, title=title).properties(width=520, height=320)
+
+
+def size_steps(frame: pd.DataFrame, x: str = "length", y: str = "bytes",
+               title: str = "sys.getsizeof of a list as it grows: capacity comes in steps") -> alt.Chart:
+    """A step line of ``y`` against ``x``: where it jumps, the container was reallocated (over-allocated)."""
+    for col in (x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"size_steps needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+    return alt.Chart(frame, title=title).mark_line(interpolate="step-after").encode(
+        alt.X(f"{x}:Q", title="items appended"), alt.Y(f"{y}:Q", title="sys.getsizeof (bytes)"),
+        tooltip=[f"{x}:Q", f"{y}:Q"]).properties(width=520, height=260)
