@@ -96,3 +96,6 @@ def test_solution_is_shown_only_after_an_attempt(capsys):
     lab00.check(lambda items: items, None, save=False)
     assert "dict.fromkeys" in lab00.solution()
     assert lab00.hint(1).startswith("Hint 1 of 3") and "hints 1 to 3" in lab00.hint(9)
+    # shown once when it ends a cell (its repr is the text, as code for a solution), never printed as well
+    assert capsys.readouterr().out == ""
+    assert repr(lab00.hint(1)) == str(lab00.hint(1)) and lab00.solution()._repr_markdown_().startswith("```python")
