@@ -40,14 +40,14 @@ CODECS = ("json", "orjson", "msgpack")  # self-describing codecs; tests/test_ser
 
 
 def test_public_surface_is_exactly_all():
-    public = {n for n in dir(core) if not n.startswith("_")} - {"cache", "compression", "encoding", "lines", "pricing", "proto", "schemas", "variants"}
+    public = {n for n in dir(core) if not n.startswith("_")} - {"cache", "compression", "statement", "encoding", "lines", "pricing", "proto", "schemas", "variants"}
     assert public == set(core.__all__)
 
 
 def test_every_switch_lists_its_baseline_first():
     assert dict(VARIANTS) == {
         "layout": ("aos", "soa"),
-        "buffers": ("grow", "prealloc"),
+        "buffers": ("grow", "prealloc", "pooled"),
         "codec": ("json", "orjson", "msgspec", "msgpack", "protobuf"),
         "compress": ("none", "gzip", "zstd"),
         "fields": ("full", "trimmed"),

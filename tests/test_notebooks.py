@@ -24,6 +24,7 @@ BUDGET_S: dict[str, float] = {
     "00_method.ipynb": 90,
     "01_latency_numbers.ipynb": 90,
     "02_nplusone.ipynb": 90,
+    "03_preallocation.ipynb": 90,
     "05_serialization.ipynb": 90,
     "06_gc_profiling.ipynb": 90,
 }
