@@ -17,9 +17,9 @@ intervals, matched by experiment title, never raw samples across runs.
 
 from __future__ import annotations
 
-from labkit.report.build import build
 from labkit.report.diff import Change, Concluded, concluded_in, diff
 from labkit.report.html import Rendered, render, write_html
+from labkit.report.pipeline import build
 from labkit.report.review import new_review
 from labkit.report.run import ReportRun, execute
 

@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``labkit report …``; 0 when the report is written, 1 when the notebook or the report failed."""
-    from labkit.report.build import build
+    from labkit.report.pipeline import build
     from labkit.report.run import parse_parameters
 
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)

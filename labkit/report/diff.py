@@ -99,14 +99,15 @@ class Change:
 
 
 def concluded_in(folder: str | os.PathLike[str]) -> list[Concluded]:
-    """Every experiment record in ``folder`` (one JSON file each), oldest plan first.
+    """Every experiment record in ``folder`` (one JSON file each), oldest plan first; none if it does not exist
+    (a run that saved nothing has no results folder).
 
     Raises:
-        BadInputError: ``folder`` is not a folder.
+        BadInputError: ``folder`` is a file.
     """
     base = Path(folder)
-    if not base.is_dir():
-        raise BadInputError(f"{base} is not a folder: pass the folder of a run (results/reports/<notebook>-<time>/)")
+    if base.exists() and not base.is_dir():
+        raise BadInputError(f"{base} is a file: pass the folder of a run (results/reports/<notebook>-<time>/)")
     found = []
     for p in sorted(base.glob("*.json")):
         try:

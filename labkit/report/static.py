@@ -25,7 +25,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 _JUPYTER_CHART = "altair.jupyter.jupyter_chart.JupyterChart"
 _PROGRESS = {"FloatProgressModel", "IntProgressModel"}
-_REF = re.compile(r"IPY_MODEL_([0-9a-f]+)")
+_REF = re.compile(r"IPY_MODEL_(\w+)")
 
 
 def chart_svg(spec: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from labkit.errors import BadInputError, NotebookError
 from labkit.report.diff import concluded_in
 from labkit.report.html import Rendered, render, write_html
-from labkit.report.run import ReportRun, execute
+from labkit.report.run import ReportRun, check_notebook, check_parameters, execute
 
 __all__ = ["build", "check_baseline"]
 
@@ -58,10 +58,11 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
     base = check_baseline(baseline) if baseline is not None else None
     if out is not None and Path(out).is_dir():
         raise BadInputError(f"--out {out} is a folder: give the report's file name, e.g. {Path(out) / 'report.html'}")
+    check_parameters(check_notebook(notebook), dict(parameters or {}))   # before anything starts
     shown = ", ".join(f"{k}={v!r}" for k, v in (parameters or {}).items()) or "its own parameters"
     say(f"labkit report: running {Path(notebook).name} with {shown}")
     run = execute(notebook, parameters, root=root, progress=progress)
-    say(f"labkit report: run folder {run.folder} (ran in {run.duration_s:.0f} s); rendering…")
+    say(f"labkit report: run folder {run.folder} (ran in {run.duration_s or 0:.0f} s); rendering…")
     try:
         rendered = render(run.executed, run=run, baseline=base)
         folder = Path(run.folder)
