@@ -40,6 +40,12 @@ def test_a_malformed_parameter_says_how_to_write_one(bad):
         parse_parameters([bad])
 
 
+@pytest.mark.parametrize("bad", ["S={1, 2}", "B=b'x'", "C=1j", "D={1: 2}"])
+def test_a_parameter_that_cannot_be_kept_is_refused(bad):
+    with pytest.raises(BadInputError, match="a number, text"):
+        parse_parameters([bad])
+
+
 # -- the baseline diff, on exact values --------------------------------------------------------------------------
 
 

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     line = (f"wrote {run.html} ({size / 1024:,.0f} KiB, opens offline): {len(rendered.experiments)} experiment(s), "
             f"{rendered.counts.get('charts', 0)} chart(s)")
     if rendered.changes is not None:
-        moved = [c for c in rendered.changes if c.changed]
+        moved = [c for c in rendered.changes if c.changed or c.status == "missing"]
         line += "; against the baseline: " + (", ".join(f"{c.status} — {c.title}" for c in moved)
                                                if moved else "nothing changed")
     print(line)

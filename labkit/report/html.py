@@ -43,11 +43,6 @@ class Rendered:
     changes: tuple[Change, ...] | None
     counts: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def worse(self) -> tuple[Change, ...]:
-        """The experiments marked worse than the baseline."""
-        return tuple(c for c in self.changes or () if c.status == "worse")
-
 
 def _question(nb: Any) -> tuple[str, bool]:
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
@@ -57,6 +52,13 @@ def _question(nb: Any) -> tuple[str, bool]:
         return markdown2html_mistune(first.source), True
     return ("<p><b>No question stated</b>: start the notebook with a text (markdown) cell that says what this "
             "run is meant to decide.</p>"), False
+
+
+def _run_of(folder: str | os.PathLike[str] | None) -> ReportRun | None:
+    try:
+        return ReportRun.find(folder) if folder is not None else None
+    except ResultsError:  # a baseline made by hand, or by another labkit: its experiments still compare
+        return None
 
 
 def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] | None = None,
@@ -85,7 +87,9 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         nb = nbformat.read(path, as_version=4)
     except Exception as e:
         raise NotebookError(f"cannot read the executed notebook {path}: {type(e).__name__}: {e}") from e
-    source = Path(run.notebook) if run is not None else path
+    # the notebook that was run: the run's record says, else papermill's metadata (when the file is still there)
+    given = Path(str(nb.metadata.get("papermill", {}).get("input_path") or path))
+    source = Path(run.notebook) if run is not None else given if given.is_file() else path
     name = source.stem
     static, counts = make_static(nb)
     question, from_first_cell = _question(static)
@@ -105,14 +109,14 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     else:
         meta = nb.metadata.get("papermill", {})
         when = f"run {meta.get('start_time', '?')}, took {meta.get('duration') or 0:.0f} s"
-        fp, git = fingerprint(), git_state(path)
+        fp, git = fingerprint(), git_state(source)
     notes = []
     if counts.get("missing"):
         notes.append(f"{counts['missing']} widget(s) had no saved state and are shown as text only.")
     summary = top(
         title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{name}.ipynb</b> · {when}",
         experiments=experiments, changes=changes, baseline=str(baseline) if baseline is not None else None,
-        baseline_run=ReportRun.find(baseline) if baseline is not None else None, parameters=passed,
+        baseline_run=_run_of(baseline), parameters=passed,
         declared=declared, fingerprint=fp, git=git, notes=notes)
     static.metadata["title"] = f"{name} — perflab report"
     exporter = HTMLExporter(template_name="perflab", extra_template_basedirs=[str(TEMPLATES)])

@@ -103,10 +103,22 @@ def parse_parameters(pairs: Sequence[str]) -> dict[str, Any]:
             raise BadInputError(f"-p {pair!r}: write each parameter as NAME=VALUE, e.g. -p ROUNDS=10 "
                                 "or -p 'SIZES=(10, 100)'")
         try:
-            params[name] = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            params[name] = text
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = text
+        if not _plain(value):
+            raise BadInputError(f"-p {pair!r}: a parameter is a number, text, True/False/None, or a list, tuple or "
+                                "dict of those (it is written into the notebook and kept in report.json)")
+        params[name] = value
     return params
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return value is None or isinstance(value, bool | int | float | str)
 
 
 def check_notebook(notebook: str | os.PathLike[str]) -> Path:

@@ -91,7 +91,7 @@ def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, 
     summary = " · ".join(f"{n} {s}" for s, n in counts.items() if n)
     klass = "changed" if counts["worse"] else "improved" if counts["better"] else ""
     items = "".join(f"<li>{_tag(c.status)} <b>{escape(c.title)}</b> — {escape(c.note)}</li>"
-                    for c in changes if c.changed)
+                    for c in changes if c.changed or c.status == "missing")
     if not items:
         items = "<li>nothing changed: every experiment found in both runs has overlapping ratio intervals</li>" \
             if counts["unchanged"] else "<li>no experiment could be compared (none found in both runs)</li>"
