@@ -35,7 +35,8 @@ class Concluded:
     Attributes:
         title, hypothesis, predicted_ratio, verdict, outcome: as in :class:`labkit.Experiment`.
         ratio: the concluding comparison's candidate/baseline ratio of medians (None until concluded).
-        ci: its 95 % interval (None until concluded).
+        ci: its interval (None until concluded), at the level ``confidence`` (0.95 for a fixed design; higher
+            when ``compare`` looked several times, see :mod:`labkit.compare`).
         min_effect: the comparison's threshold for a difference that matters.
         concluded_at: when it was concluded (ISO), or None.
         path: the record's file.
@@ -51,21 +52,23 @@ class Concluded:
     min_effect: float
     concluded_at: str | None
     path: str
+    confidence: float = 0.95
 
     @classmethod
     def of(cls, record: dict[str, Any], path: str = "") -> Concluded:
         """Read an experiment record (the dict ``Experiment.to_dict()`` saves)."""
-        ratio, ci, min_effect = record.get("measured_ratio"), None, 0.05
+        ratio, ci, min_effect, confidence = record.get("measured_ratio"), None, 0.05, 0.95
         # the concluding comparison is the last one attached with the recorded ratio
         for m in reversed(record.get("measurements") or ()):
             if m.get("kind") == "comparison" and ratio is not None and m.get("ratio") == ratio:
                 lo, hi = m.get("ci") or (None, None)
                 ci = (float(lo), float(hi)) if lo is not None and hi is not None else None
                 min_effect = float(m.get("min_effect") or 0.05)
+                confidence = float(m.get("confidence") or 0.95)
                 break
         return cls(str(record.get("title", "")), str(record.get("hypothesis", "")), record.get("predicted_ratio"),
                    ratio, ci, record.get("verdict"), record.get("outcome"), min_effect,
-                   record.get("concluded_at"), path)
+                   record.get("concluded_at"), path, confidence)
 
     @property
     def measured(self) -> bool:

@@ -48,7 +48,10 @@ def _num(x: float | None) -> str:
 
 
 def _ci(c: Concluded | None) -> str:
-    return "—" if c is None or c.ci is None else f"{c.ci[0]:.3g} – {c.ci[1]:.3g}"
+    if c is None or c.ci is None:
+        return "—"
+    level = "" if round(c.confidence, 4) == 0.95 else f" ({c.confidence:.2%})"
+    return f"{c.ci[0]:.3g} – {c.ci[1]:.3g}{level}"
 
 
 def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change] | None = None) -> str:
@@ -58,7 +61,8 @@ def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change
         return ("<p>This run saved no experiment record. Plan one with <code>labkit.Experiment.plan(...)</code>, "
                 "conclude it with a comparison and <code>save()</code> it, and it appears here.</p>")
     by_title = {c.title: c for c in changes or ()}
-    head = ["experiment", "hypothesis", "predicted ratio", "measured ratio", "95 % interval", "verdict", "outcome"]
+    head = ["experiment", "hypothesis", "predicted ratio", "measured ratio", "interval (95 % unless said)", "verdict",
+            "outcome"]
     if changes is not None:
         head += ["baseline ratio [interval]", "vs baseline"]
     def td(html: str, num: bool = False) -> str:
