@@ -12,7 +12,8 @@ From Python, the same steps::
 Executing (:mod:`~labkit.report.run`, papermill) is kept apart from rendering (:mod:`~labkit.report.html`,
 nbconvert with widgets made static by :mod:`~labkit.report.static` and the summary of
 :mod:`~labkit.report.summary`); :mod:`~labkit.report.diff` holds the baseline comparison: within-run ratio
-intervals, matched by experiment title, never raw samples across runs.
+intervals, matched by experiment title, never raw samples across runs. What a report costs in time and bytes
+is printed by ``tests/benchmarks/bench_report.py``.
 """
 
 from __future__ import annotations

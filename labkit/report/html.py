@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,7 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     if counts.get("missing"):
         notes.append(f"{counts['missing']} widget(s) had no saved state and are shown as text only.")
     summary = top(
-        title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{name}.ipynb</b> · {when}",
+        title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{escape(name)}.ipynb</b> · {escape(when)}",
         experiments=experiments, changes=changes, baseline=str(baseline) if baseline is not None else None,
         baseline_run=_run_of(baseline), parameters=passed,
         declared=declared, fingerprint=fp, git=git, notes=notes)
