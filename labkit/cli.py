@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("labkit.service", "run the toyshop service (and its catalog) in the foreground"),
     "data": ("labkit.toyshop.dataset", "build or check the toyshop dataset"),
     "latency": ("labkit.latency", "measure the latency-numbers table on this machine"),
+    "report": ("labkit.report.cli", "run a notebook and write one self-contained HTML report of it"),
+    "new-review": ("labkit.report.review", "start a design-review notebook from the template"),
 }
 
 

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")
+LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:", "file:")  # file: a report on disk
 CHART = ".vega-embed canvas, .vega-embed svg.marks"
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -57,12 +57,16 @@ def _up(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Iterator[str]:
+def need_chromium() -> None:
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: .ci/run should have installed it (apt-get install chromium)")
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[str]:
+    need_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
     settings = tmp / "settings"
@@ -143,4 +147,26 @@ def test_index_panel_runs_and_draws_its_chart_with_no_network(lab):
         run_notebook(page)
         click_panel(page)
         assert "done" in page.locator(".labkit-panel").first.inner_text()
+        assert_offline(page, failed, outside)
+
+
+def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
+    # the review template's report (conftest.py: `labkit report --quick`, once per session), alone in a folder
+    need_chromium()
+    assert template_report.code == 0, "labkit report of the template failed: see test_report.py"
+    page_file = tmp_path / "report.html"
+    shutil.copy(template_report.html, page_file)
+    charts = page_file.read_text().count('class="marks"')
+    with browser_page("about:blank") as (page, failed, outside):
+        requested: list[str] = []
+        page.on("request", lambda r: requested.append(r.url))
+        page.context.set_offline(True)                       # the network is gone: only the file can load
+        page.goto(page_file.as_uri(), wait_until="load")
+        drawn = page.evaluate("""() => [...document.querySelectorAll('svg.marks')].filter(svg => {
+            const box = svg.getBoundingClientRect();
+            return box.width > 100 && box.height > 50 && svg.querySelectorAll('path, line, rect').length > 10;
+        }).length""")
+        assert charts >= 2 and drawn == charts, f"{drawn} of {charts} charts drawn"
+        assert page.locator("#labkit-report table").first.is_visible()
+        assert requested == [page_file.as_uri()], requested
         assert_offline(page, failed, outside)
