@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"labkit {name}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as e:  # argparse's --help (0) and usage errors (2): an exit code, as for every command
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 
 
 if __name__ == "__main__":
