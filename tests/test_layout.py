@@ -131,6 +131,17 @@ def test_relative_names_what_was_measured():
         s.relative(10)
 
 
+def test_crossover_is_where_the_fast_side_starts_to_win():
+    sizes = [10, 100, 1_000]
+    assert layout.crossover(sizes, [1, 1, 1], [10, 0.1, 0.1]) == pytest.approx(10 ** 1.5)  # log-log halfway
+    assert layout.crossover(sizes, [1, 2, 3], [0.5, 1, 1]) == 10
+    assert layout.crossover(sizes, [1, 2, 3], [2, 3, 4]) is None
+    with pytest.raises(BadInputError, match="increasing"):
+        layout.crossover([10, 5], [1, 1], [1, 1])
+    with pytest.raises(BadInputError, match="equal-length"):
+        layout.crossover([10], [1, 1], [1])
+
+
 # --- locality cases ----------------------------------------------------------------------------------------
 
 def test_field_sum_case_and_its_napkin_math():

@@ -32,12 +32,12 @@ from labkit.layout.records import (
     operation,
     to_columns,
 )
-from labkit.layout.sweep import SIZES, LayoutSweep, Timing, sweep
+from labkit.layout.sweep import SIZES, LayoutSweep, Timing, crossover, sweep
 
 __all__ = [
     "FIELDS", "LAYOUTS", "OPERATIONS", "PAYLOAD_BYTES", "SIZES", "LINE",
     "make_columns", "build", "operation", "to_columns", "bytes_per_record",
-    "sweep", "LayoutSweep", "Timing",
+    "sweep", "LayoutSweep", "Timing", "crossover",
     "FieldSum", "Scattered", "Loads", "FalseSharing", "total_price", "past_llc",
     "per_element_chart", "bytes_chart", "relative_chart", "quote_latency_chart", "ratios_chart",
 ]

@@ -281,17 +281,18 @@ def bytes_per_record(layout: str, n: int = 10_000, *, seed: int = 0) -> float:
         raise BadInputError("n=0: measure bytes per record over at least one record (10_000 is a good size)")
     cols = make_columns(n, seed=seed)
     build(layout, make_columns(8, seed=seed))  # first use fills caches (pandas, imports): not the records' cost
-    was_tracing = tracemalloc.is_tracing()
-    gc.collect()
+    was_tracing, was_collecting = tracemalloc.is_tracing(), gc.isenabled()
+    gc.disable()  # no collection inside the window: it could free unrelated garbage and hide the records' cost
     if not was_tracing:
         tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         data = build(layout, cols)
-        gc.collect()
         retained = tracemalloc.get_traced_memory()[0] - before
     finally:
         if not was_tracing:
             tracemalloc.stop()
+        if was_collecting:
+            gc.enable()
     del data
     return retained / n

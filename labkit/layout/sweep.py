@@ -13,7 +13,6 @@ what an in-place update does.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ from labkit.layout.records import (
 )
 from labkit.results import Saveable, jsonable
 
-__all__ = ["LayoutSweep", "Timing", "sweep", "SIZES"]
+__all__ = ["LayoutSweep", "Timing", "sweep", "SIZES", "crossover"]
 
 #: the lab's sizes: from a handful of records (fixed costs dominate) to a million (memory dominates)
 SIZES: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000, 1_000_000)
@@ -203,8 +202,7 @@ def sweep(layouts: Any = LAYOUTS, operations: Any = OPERATIONS, sizes: Any = SIZ
                     timings.append(Timing(lay, op, n, tuple(v / n for v in r.samples_ns), r.loops))
                     done += 1
                     update(done)
-                del data
-                gc.collect()
+                del data  # freed by reference counting (no cycles): only one layout's data is alive
         if measure_bytes:
             for lay in layouts:
                 if cancelled():
@@ -215,3 +213,34 @@ def sweep(layouts: Any = LAYOUTS, operations: Any = OPERATIONS, sizes: Any = SIZ
     finally:
         close()
     return LayoutSweep(tuple(timings), per_record, seed, done == total, fingerprint())
+
+
+def crossover(sizes: Any, slow: Any, fast: Any) -> float | None:
+    """Where ``fast`` starts to win: the size at which its time falls below ``slow``'s.
+
+    Args:
+        sizes: increasing sizes (e.g. lines per quote); ``slow`` and ``fast`` hold a time per size (medians).
+
+    Returns:
+        The first size where ``fast < slow`` after a size where it was not, interpolated on log-log axes
+        between the two measured sizes; the smallest size if ``fast`` wins everywhere measured; None if it
+        never wins.
+
+    Raises:
+        BadInputError: the sequences differ in length, or sizes are not positive and increasing.
+    """
+    x, a, b = (np.asarray(v, dtype=float) for v in (sizes, slow, fast))
+    if not (x.ndim == a.ndim == b.ndim == 1 and len(x) == len(a) == len(b) and len(x) > 0):
+        raise BadInputError("crossover needs three equal-length sequences: sizes, slow times, fast times")
+    if np.any(x <= 0) or np.any(np.diff(x) <= 0) or np.any(a <= 0) or np.any(b <= 0):
+        raise BadInputError("crossover needs positive, increasing sizes and positive times")
+    d = np.log(b) - np.log(a)  # below 0: fast wins
+    wins = np.flatnonzero(d < 0)
+    if wins.size == 0:
+        return None
+    i = int(wins[0])
+    if i == 0:
+        return float(x[0])
+    lx0, lx1 = np.log(x[i - 1]), np.log(x[i])
+    t = d[i - 1] / (d[i - 1] - d[i])  # d crosses zero between the two sizes
+    return float(np.exp(lx0 + t * (lx1 - lx0)))
