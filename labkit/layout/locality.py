@@ -61,7 +61,7 @@ class FieldSum:
     """
 
     def __init__(self, n: int, *, seed: int = 0) -> None:
-        n = _count(n, "n", 1, 50_000_000)
+        n = _count(n, "n", 1, 20_000_000)
         cols = make_columns(n, seed=seed)
         self.records = np.empty(n, dtype=DTYPE)
         for f in FIELDS:
