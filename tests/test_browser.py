@@ -169,4 +169,38 @@ def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
         assert charts >= 2 and drawn == charts, f"{drawn} of {charts} charts drawn"
         assert page.locator("#labkit-report table").first.is_visible()
         assert requested == [page_file.as_uri()], requested
+
+
+def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click(lab):
+    import json
+
+    with urllib.request.urlopen(f"{lab}/api/contents/04_data_layout.ipynb?content=1") as r:
+        nb = json.loads(r.read())["content"]
+    params = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    source = "".join(params["source"])
+    assert "QUICK = False" in source
+    params["source"] = source.replace("QUICK = False", "QUICK = True")
+    body = json.dumps({"type": "notebook", "format": "json", "content": nb})
+    charts = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
+                 and any(k in "".join(c["source"]) for k in ("_chart(", "charts.ab(")))
+    with browser_page(f"{lab}/lab?reset") as (page, failed, outside):
+        # save a QUICK copy of the lab and render every cell (no windowing: a long lab's cells all in the DOM),
+        # the way JupyterLab itself saves: its REST API, with the page's XSRF token
+        page.wait_for_selector("#jp-main-statusbar", timeout=90_000)
+        put = """async ([url, body]) => {
+            const m = document.cookie.match(/_xsrf=([^;]+)/);
+            const r = await fetch(url, {method: 'PUT', body,
+                headers: {'Content-Type': 'application/json', 'X-XSRFToken': m ? decodeURIComponent(m[1]) : ''}});
+            return r.status; }"""
+        for url, data in (("/api/contents/04_quick.ipynb", body),
+                          ("/lab/api/settings/@jupyterlab/notebook-extension:tracker",
+                           json.dumps({"raw": '{"windowingMode": "none"}'}))):
+            status = page.evaluate(put, [url, data])
+            assert status in (200, 201, 204), f"PUT {url} answered {status}"
+        page.goto(f"{lab}/lab/tree/04_quick.ipynb", wait_until="domcontentloaded")
+        run_notebook(page, timeout_s=420)
+        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
+        click_panel(page)
+        assert "done" in page.locator(".labkit-panel").first.inner_text()
+        assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
         assert_offline(page, failed, outside)

@@ -215,9 +215,47 @@ def test_charts_build_from_results_and_refuse_other_things():
     q = pd.DataFrame({"lines": [10, 10, 100], "ms": [0.3, 0.4, 0.5], "layout": ["aos", "soa", "aos"]})
     spec = layout.quote_latency_chart(q, guess_lines=30).to_dict()
     assert len(spec["layer"]) == 4
+    q["total ms"] = [0.1, 0.2, 0.3]
+    assert layout.quote_latency_chart(q, value="total ms").to_dict()
     r = pd.DataFrame({"experiment": ["x", "x"], "source": ["your guess", "measured"], "ratio": [None, 4.2]})
-    assert records.LAYOUTS and layout.ratios_chart(r).to_dict()
+    rows = [d for d in layout.ratios_chart(r).to_dict()["datasets"].values()][0]
+    assert [row["label"] for row in rows] == ["skipped", "4.2"]  # a skipped guess is shown as such
+    assert records.LAYOUTS
     with pytest.raises(BadInputError, match="per_element_chart needs"):
         layout.per_element_chart(pd.DataFrame({"a": [1]}))
     with pytest.raises(BadInputError, match="quote_latency_chart needs"):
         layout.quote_latency_chart(pd.DataFrame({"lines": [1]}))
+
+
+# --- the panel -------------------------------------------------------------------------------------------
+
+def test_panel_measures_every_size_up_to_n_and_redraws():
+    from labkit.layout.panel import layout_panel
+
+    panel = layout_panel(layout="tuples", operation="sum", n=100)
+    first = panel.run()
+    assert [t.n for t in first.timings] == [10, 100] and first.complete
+    second = panel.run(layout="columns", n=1_000)
+    assert [(t.layout, t.n) for t in second.timings] == [("columns", 10), ("columns", 100), ("columns", 1_000)]
+    assert panel.error is None and len(panel.results) == 2 and panel._jchart is not None
+    panel.run(layout="tuples", n=10)  # the same layout again: its line is replaced, not doubled
+    spec = panel._jchart.chart.to_dict()
+    rows = [r for d in spec["datasets"].values() for r in d]
+    assert sorted((r["layout"], r["n"]) for r in rows) == [("columns", 10), ("columns", 100), ("columns", 1_000),
+                                                           ("tuples", 10)]
+
+
+def test_panel_cancelled_before_any_size_says_so():
+    from labkit.layout import panel as lp
+
+    class Cancelled:
+        cancelled = True
+
+        def update(self, *a):
+            pass
+
+    with pytest.raises(lp.LabkitError, match="cancelled before the first size"):
+        lp.measure({"layout": "dicts", "operation": "sum", "n": 100}, Cancelled())
+    p = lp.layout_panel()
+    with pytest.raises(BadInputError, match="unknown control"):
+        p.run(size=10)

@@ -240,8 +240,8 @@ class Loads:
         self._stride = stride
         self.n = n
         self.nbytes = n * LINE
-        for call in (self.chase, self.gather, self.sequential):
-            call()  # compile (or load from numba's cache) and warm, outside any timing
+        tiny, at = np.zeros(64, dtype=np.int64), np.arange(0, 64, 8, dtype=np.int64)
+        self._k["chase"](tiny, 1, 0), self._k["gather"](tiny, at), self._k["sequential"](tiny, 8)  # compile now
 
     def chase(self) -> int:
         """Dependent loads: ``p = next[p]``, ``n`` times."""

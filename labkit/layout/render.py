@@ -49,7 +49,7 @@ def per_element_chart(sweep: Any, title: str = "Time per element against the num
     base = alt.Chart(df).encode(
         alt.X("n:Q", scale=alt.Scale(type="log"), title="records (log)"),
         alt.Y("ns_per_element:Q", scale=alt.Scale(type="log"), title="ns per element (log)"),
-        alt.Color("layout:N", scale=_LAYOUT_COLOUR, title="layout"),
+        alt.Color("layout:N", scale=_LAYOUT_COLOUR, title="layout", legend=alt.Legend(labelLimit=200)),
         tooltip=["layout:N", "operation:N", alt.Tooltip("n:Q", format=","),
                  alt.Tooltip("ns_per_element:Q", format=".3~g", title="ns/element")])
     chart = base.mark_line(point=True).properties(width=260, height=240)
@@ -94,32 +94,35 @@ def relative_chart(sweep: Any, n: int, title: str | None = None) -> Any:
 
 
 def quote_latency_chart(frame: pd.DataFrame, guess_lines: float | None = None,
-                        title: str = "/quote latency against lines priced (log–log), P50 per size") -> Any:
+                        title: str = "/quote latency against lines priced (log–log), P50 per size",
+                        value: str = "ms", axis: str = "latency seen by the client, ms (log)") -> Any:
     """P50 latency per (lines, layout) as lines, each request as a faint dot; both axes logarithmic.
 
     Args:
-        frame: one row per request with ``lines``, ``ms`` and ``layout`` (``aos``/``soa``).
+        frame: one row per request with ``lines``, ``layout`` (``aos``/``soa``) and the ``value`` column.
         guess_lines: the learner's guessed crossover, drawn as a dashed vertical rule (None: not drawn).
+        value: the column to draw (``ms`` as the client measured it, or ``total ms`` from Server-Timing).
+        axis: the y axis title.
     """
-    for col in ("lines", "ms", "layout"):
+    for col in ("lines", value, "layout"):
         if col not in frame.columns:
-            raise BadInputError(f"quote_latency_chart needs columns lines, ms, layout (got {list(frame.columns)})")
-    df = frame[frame["lines"] > 0]
+            raise BadInputError(f"quote_latency_chart needs columns lines, {value}, layout (got {list(frame.columns)})")
+    df = frame[frame["lines"] > 0].rename(columns={value: "value"})
     x = alt.X("lines:Q", scale=alt.Scale(type="log"), title="order lines priced (log)")
     colour = alt.Color("layout:N", title="layout", scale=alt.Scale(domain=["aos", "soa"], range=["#c0392b", "#1e8449"]))
     base = alt.Chart(df)
     dots = base.mark_circle(opacity=0.25, size=20).encode(
-        x, alt.Y("ms:Q", scale=alt.Scale(type="log"), title="latency, ms (log)"), colour)
+        x, alt.Y("value:Q", scale=alt.Scale(type="log"), title=axis), colour)
     p50 = base.mark_line(point=True).encode(
-        x, alt.Y("median(ms):Q", scale=alt.Scale(type="log")), colour,
-        tooltip=["layout:N", "lines:Q", alt.Tooltip("median(ms):Q", format=".3f", title="P50 ms")])
+        x, alt.Y("median(value):Q", scale=alt.Scale(type="log")), colour,
+        tooltip=["layout:N", "lines:Q", alt.Tooltip("median(value):Q", format=".3f", title="P50 ms")])
     layers = [dots, p50]
     if guess_lines is not None:
         g = pd.DataFrame({"lines": [float(guess_lines)], "label": ["your guess"]})
         rule = alt.Chart(g).mark_rule(strokeDash=[5, 4], color="#555").encode(x="lines:Q")
         layers += [rule, alt.Chart(g).mark_text(align="left", dx=4, dy=-120, color="#555").encode(
             x="lines:Q", text="label:N")]
-    return alt.layer(*layers, title=title).properties(width=520, height=300)
+    return alt.layer(*layers, title=title).properties(width=420, height=280)
 
 
 def ratios_chart(frame: pd.DataFrame, title: str = "Your guess, the model, the measurement (ratios, log scale)") -> Any:
@@ -132,18 +135,27 @@ def ratios_chart(frame: pd.DataFrame, title: str = "Your guess, the model, the m
     for col in ("experiment", "source", "ratio"):
         if col not in frame.columns:
             raise BadInputError(f"ratios_chart needs columns experiment, source, ratio (got {list(frame.columns)})")
-    df = frame[pd.to_numeric(frame["ratio"], errors="coerce").notna()].copy()
-    df["ratio"] = df["ratio"].astype(float)
-    df["floor"] = _floor(pd.concat([df["ratio"], df.get("lo", df["ratio"])]))
-    sources = list(dict.fromkeys(df["source"]))
+    df = frame.copy()
+    df["ratio"] = pd.to_numeric(df["ratio"], errors="coerce")
+    floor = _floor(pd.concat([df["ratio"], pd.to_numeric(df.get("lo", df["ratio"]), errors="coerce")]))
+    df["floor"] = floor
+    df["label"] = [f"{r:.2f}".rstrip("0").rstrip(".") if np.isfinite(r) else "skipped" for r in df["ratio"]]
+    df["at"] = df["ratio"].where(np.isfinite(df["ratio"]), floor)  # a skipped guess: its label at the floor
+    known = ["your guess", "model", "measured"]
+    sources = [s for s in known if s in set(df["source"])] + [s for s in dict.fromkeys(df["source"]) if s not in known]
     y = alt.Y("source:N", sort=sources, title=None)
     x = alt.X("ratio:Q", scale=alt.Scale(type="log"), title="ratio (log)")
+    colour = alt.Color("source:N", title=None, scale=alt.Scale(domain=sources, range=["#7d3c98", "#e67e22", "#2e86c1",
+                                                                                      "#7f8c8d"][: len(sources)]))
     base = alt.Chart(df)
-    layers = [base.mark_bar().encode(x, alt.X2("floor:Q"), y, alt.Color("source:N", sort=sources, title=None),
-                                     tooltip=["experiment:N", "source:N", alt.Tooltip("ratio:Q", format=".3~g")]),
-              base.mark_text(align="left", dx=3).encode(x, y, text=alt.Text("ratio:Q", format=".2~f"))]
+    layers = [base.transform_filter("isFinite(datum.ratio)").mark_bar().encode(
+                  x, alt.X2("floor:Q"), y, colour,
+                  tooltip=["experiment:N", "source:N", alt.Tooltip("ratio:Q", format=".3~g")]),
+              base.mark_text(align="left", dx=3).encode(alt.X("at:Q", scale=alt.Scale(type="log")), y,
+                                                        text="label:N")]
     if {"lo", "hi"} <= set(df.columns):
-        layers.append(base.mark_rule().encode(alt.X("lo:Q", scale=alt.Scale(type="log")), alt.X2("hi:Q"), y))
+        layers.append(base.transform_filter("isFinite(datum.lo)").mark_rule().encode(
+            alt.X("lo:Q", scale=alt.Scale(type="log")), alt.X2("hi:Q"), y))
     return (alt.layer(*layers, data=df).properties(width=380, height=80)
             .facet(row=alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
                    title=title))
