@@ -15,7 +15,8 @@
     layout.FalseSharing().compare()                     # two threads, one cache line
 
 Modules: :mod:`~labkit.layout.records` (layouts and operations), :mod:`~labkit.layout.sweep` (the
-measurement and its result), :mod:`~labkit.layout.locality` (the cases), :mod:`~labkit.layout.render` (charts).
+measurement and its result), :mod:`~labkit.layout.locality` (the cases), :mod:`~labkit.layout.render` (charts),
+:mod:`~labkit.layout.panel` (the interactive explorer, on :class:`labkit.widgets.Panel`).
 """
 
 from typing import Any
