@@ -200,7 +200,9 @@ def _describe(want: dict[str, int], got: Any) -> str:
         return f"category {extra[0]!r} should not be there (no lines in the range)"
     for k, v in want.items():
         if got[k] != v:
-            return f"{k!r}: expected {v:,} cents, got {got[k]!r} (off by {got[k] - v:,})"
+            shown = f"{got[k]:,}" if isinstance(got[k], int | float) else repr(got[k])
+            off = f" (off by {got[k] - v:,})" if isinstance(got[k], int | float) else ""
+            return f"{k!r}: expected {v:,} cents, got {shown}{off}"
     if list(got) != list(want):
         return f"the categories must come sorted by name: expected {list(want)[:4]}…, got {list(got)[:4]}…"
     bad = next(k for k, v in got.items() if type(v) is not int)

@@ -109,7 +109,8 @@ def quote_latency_chart(frame: pd.DataFrame, guess_lines: float | None = None,
             raise BadInputError(f"quote_latency_chart needs columns lines, {value}, layout (got {list(frame.columns)})")
     df = frame[frame["lines"] > 0].rename(columns={value: "value"})
     x = alt.X("lines:Q", scale=alt.Scale(type="log"), title="order lines priced (log)")
-    colour = alt.Color("layout:N", title="layout", scale=alt.Scale(domain=["aos", "soa"], range=["#c0392b", "#1e8449"]))
+    colour = alt.Color("layout:N", title="layout", scale=alt.Scale(domain=["aos", "soa"], range=["#c0392b", "#1e8449"]),
+                       legend=alt.Legend(orient="top-left"))  # inside the plot: survives side-by-side charts
     base = alt.Chart(df)
     dots = base.mark_circle(opacity=0.25, size=20).encode(
         x, alt.Y("value:Q", scale=alt.Scale(type="log"), title=axis), colour)
