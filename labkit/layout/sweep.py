@@ -162,8 +162,8 @@ def sweep(layouts: Any = LAYOUTS, operations: Any = OPERATIONS, sizes: Any = SIZ
 
     Args:
         layouts, operations: which of :data:`LAYOUTS` and :data:`OPERATIONS` (default: all).
-        sizes: record counts (default :data:`SIZES`, 10 … 10⁶). A million records of dicts take ~0.3 GB
-            and a second or two to build; the data of one layout at a time is alive.
+        sizes: record counts (default :data:`SIZES`, 10 … 10⁶). A million Python records take hundreds of
+            bytes each (:func:`records.bytes_per_record`); only one layout's data is alive at a time.
         seed: seeds the generated records (the same records for every layout).
         repeat: counted samples per cell (each a calibrated loop lasting ``min_sample_time`` or one call).
         measure_bytes: also measure bytes per record of each layout (on 2,000 records, untimed).
