@@ -33,13 +33,13 @@ import sys
 import numpy as np
 
 from labkit import layout
-from labkit.compare import compare
+from labkit.compare import Comparison, compare
 from labkit.stats import format_duration
 
 WARNED: set[str] = set()
 
 
-def line(label: str, c, note: str = "") -> None:  # noqa: ANN001 - a labkit Comparison
+def line(label: str, c: Comparison, note: str = "") -> None:
     a, b = np.median(c.baseline_ns), np.median(c.candidate_ns)
     lo, hi = c.ci
     print(f"  {label:<46} {format_duration(a):>9} → {format_duration(b):>9}   ×{c.ratio:7.2f} "
@@ -140,7 +140,7 @@ def loads(rounds: int) -> None:
 
 
 def quote(rounds: int) -> None:
-    from labkit.nplusone import Endpoint
+    from labkit.client import Endpoint
     from labkit.service import start
     from labkit.toyshop.dataset import ITEMS_PER_LADDER_ORDER, LADDER
 
