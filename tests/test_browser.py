@@ -169,4 +169,46 @@ def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
         assert charts >= 2 and drawn == charts, f"{drawn} of {charts} charts drawn"
         assert page.locator("#labkit-report table").first.is_visible()
         assert requested == [page_file.as_uri()], requested
+
+
+def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click(lab):
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    with urllib.request.urlopen(f"{lab}/api/contents/04_data_layout.ipynb?content=1") as r:
+        nb = json.loads(r.read())["content"]
+    params = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    source = "".join(params["source"])
+    assert "QUICK = False" in source
+    params["source"] = source.replace("QUICK = False", "QUICK = True")
+    body = json.dumps({"type": "notebook", "format": "json", "content": nb})
+    charts = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
+                 and any(k in "".join(c["source"]) for k in ("_chart(", "charts.ab(")))
+    # save a QUICK copy of the lab and render every cell (no windowing: a long lab's cells all in the DOM), the
+    # way JupyterLab itself saves — its REST API with the page's XSRF token — from a page of its own, so the
+    # watched page below sees nothing but the lab
+    put = """async ([url, body]) => {
+        const m = document.cookie.match(/_xsrf=([^;]+)/);
+        const r = await fetch(url, {method: 'PUT', body,
+            headers: {'Content-Type': 'application/json', 'X-XSRFToken': m ? decodeURIComponent(m[1]) : ''}});
+        return r.status; }"""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        setup = browser.new_page()
+        setup.goto(f"{lab}/lab?reset", wait_until="domcontentloaded")
+        setup.wait_for_selector("#jp-main-statusbar", timeout=90_000)
+        for url, data in (("/api/contents/04_quick.ipynb", body),
+                          ("/lab/api/settings/@jupyterlab/notebook-extension:tracker",
+                           json.dumps({"raw": '{"windowingMode": "none"}'}))):
+            status = setup.evaluate(put, [url, data])
+            assert status in (200, 201, 204), f"PUT {url} answered {status}"
+        browser.close()
+    with browser_page(f"{lab}/lab/tree/04_quick.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=420)
+        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
+        click_panel(page)  # its chart is already drawn (QUICK ran the panel once): wait for the click's result
+        _wait_until(lambda: "done: 2 results" in page.locator(".labkit-panel").first.inner_text(), 120,
+                    "the click on Run did not add a second result to the layout panel")
+        assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
         assert_offline(page, failed, outside)
