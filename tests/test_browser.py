@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")
+LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:", "file:")  # file: a report on disk
 CHART = ".vega-embed canvas, .vega-embed svg.marks"
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -57,12 +57,16 @@ def _up(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Iterator[str]:
+def need_chromium() -> None:
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: .ci/run should have installed it (apt-get install chromium)")
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[str]:
+    need_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
     settings = tmp / "settings"
@@ -197,4 +201,68 @@ def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
         mem = page.frame_locator("iframe.labkit-frame").nth(1)
         mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
         assert mem.locator("#chart svg g rect").count() > 3
+        assert_offline(page, failed, outside)
+
+
+def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
+    # the review template's report (conftest.py: `labkit report --quick`, once per session), alone in a folder
+    need_chromium()
+    assert template_report.code == 0, "labkit report of the template failed: see test_report.py"
+    page_file = tmp_path / "report.html"
+    shutil.copy(template_report.html, page_file)
+    charts = page_file.read_text().count('class="marks"')
+    with browser_page("about:blank") as (page, failed, outside):
+        requested: list[str] = []
+        page.on("request", lambda r: requested.append(r.url))
+        page.context.set_offline(True)                       # the network is gone: only the file can load
+        page.goto(page_file.as_uri(), wait_until="load")
+        drawn = page.evaluate("""() => [...document.querySelectorAll('svg.marks')].filter(svg => {
+            const box = svg.getBoundingClientRect();
+            return box.width > 100 && box.height > 50 && svg.querySelectorAll('path, line, rect').length > 10;
+        }).length""")
+        assert charts >= 2 and drawn == charts, f"{drawn} of {charts} charts drawn"
+        assert page.locator("#labkit-report table").first.is_visible()
+        assert requested == [page_file.as_uri()], requested
+
+
+def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click(lab):
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    with urllib.request.urlopen(f"{lab}/api/contents/04_data_layout.ipynb?content=1") as r:
+        nb = json.loads(r.read())["content"]
+    params = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    source = "".join(params["source"])
+    assert "QUICK = False" in source
+    params["source"] = source.replace("QUICK = False", "QUICK = True")
+    body = json.dumps({"type": "notebook", "format": "json", "content": nb})
+    charts = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
+                 and any(k in "".join(c["source"]) for k in ("_chart(", "charts.ab(")))
+    # save a QUICK copy of the lab and render every cell (no windowing: a long lab's cells all in the DOM), the
+    # way JupyterLab itself saves — its REST API with the page's XSRF token — from a page of its own, so the
+    # watched page below sees nothing but the lab
+    put = """async ([url, body]) => {
+        const m = document.cookie.match(/_xsrf=([^;]+)/);
+        const r = await fetch(url, {method: 'PUT', body,
+            headers: {'Content-Type': 'application/json', 'X-XSRFToken': m ? decodeURIComponent(m[1]) : ''}});
+        return r.status; }"""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        setup = browser.new_page()
+        setup.goto(f"{lab}/lab?reset", wait_until="domcontentloaded")
+        setup.wait_for_selector("#jp-main-statusbar", timeout=90_000)
+        for url, data in (("/api/contents/04_quick.ipynb", body),
+                          ("/lab/api/settings/@jupyterlab/notebook-extension:tracker",
+                           json.dumps({"raw": '{"windowingMode": "none"}'}))):
+            status = setup.evaluate(put, [url, data])
+            assert status in (200, 201, 204), f"PUT {url} answered {status}"
+        browser.close()
+    with browser_page(f"{lab}/lab/tree/04_quick.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=420)
+        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
+        click_panel(page)  # its chart is already drawn (QUICK ran the panel once): wait for the click's result
+        _wait_until(lambda: "done: 2 results" in page.locator(".labkit-panel").first.inner_text(), 120,
+                    "the click on Run did not add a second result to the layout panel")
+        assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
         assert_offline(page, failed, outside)
