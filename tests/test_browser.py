@@ -11,7 +11,9 @@ executions per suite run.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -64,14 +66,31 @@ def need_chromium() -> None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
 
 
+def _quick(path: Path) -> None:
+    """Set ``QUICK = True`` in a notebook's parameters cell: the browser runs each lab's quick version."""
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = "".join(cell["source"])
+            cell["source"] = source.replace("QUICK = False", "QUICK = True", 1)
+    path.write_text(json.dumps(nb))
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[str]:
+    """JupyterLab on 127.0.0.1 over a temporary copy of notebooks/, every lab set to ``QUICK = True``."""
     need_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
+    for path in (tmp / "notebooks").glob("*.ipynb"):
+        _quick(path)
     settings = tmp / "settings"
-    (settings / "@jupyterlab/apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    for plugin, value in (("apputils-extension/notification", '{"fetchNews": "false"}'),
+                          # no windowing: every cell of a long lab stays in the page, so all can be checked
+                          ("notebook-extension/tracker", '{"windowingMode": "none"}')):
+        target = settings / f"@jupyterlab/{plugin}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(value)
     port = _free_port()
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), PERFLAB_RESULTS=str(tmp / "results"))
     proc = subprocess.Popen(
@@ -128,11 +147,20 @@ def run_notebook(page, timeout_s: float = 240) -> None:
         " return p.length > 0 && p.every(t => /\\[\\d+\\]/.test(t)); }"), timeout_s, "the notebook did not finish")
 
 
+def _results_shown(panel) -> int:
+    m = re.search(r"done: (\d+) result", panel.inner_text())
+    return int(m.group(1)) if m else 0
+
+
 def click_panel(page, index: int = 0, timeout_s: float = 120) -> None:
-    """Press Run on the ``index``-th labkit panel on the page and wait for its chart to be drawn."""
+    """Press Run on the ``index``-th labkit panel on the page, wait until the click's result is on the chart
+    (the panel reports one result more than before the click), and that the chart is drawn."""
     panel = page.locator(".labkit-panel").nth(index)
     panel.wait_for(timeout=60_000)
+    before = _results_shown(panel)
     panel.locator("button", has_text="Run").first.click()
+    _wait_until(lambda: _results_shown(panel) > before, timeout_s,
+                f"the click on Run did not add a result to panel {index} (it showed {before})")
     panel.locator(f".labkit-panel-chart :is({CHART})").first.wait_for(timeout=timeout_s * 1000)
 
 
@@ -226,43 +254,12 @@ def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
 
 
 def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click(lab):
-    import json
-
-    from playwright.sync_api import sync_playwright
-
-    with urllib.request.urlopen(f"{lab}/api/contents/04_data_layout.ipynb?content=1") as r:
-        nb = json.loads(r.read())["content"]
-    params = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
-    source = "".join(params["source"])
-    assert "QUICK = False" in source
-    params["source"] = source.replace("QUICK = False", "QUICK = True")
-    body = json.dumps({"type": "notebook", "format": "json", "content": nb})
+    nb = json.loads((ROOT / "notebooks" / "04_data_layout.ipynb").read_text())
     charts = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
                  and any(k in "".join(c["source"]) for k in ("_chart(", "charts.ab(")))
-    # save a QUICK copy of the lab and render every cell (no windowing: a long lab's cells all in the DOM), the
-    # way JupyterLab itself saves — its REST API with the page's XSRF token — from a page of its own, so the
-    # watched page below sees nothing but the lab
-    put = """async ([url, body]) => {
-        const m = document.cookie.match(/_xsrf=([^;]+)/);
-        const r = await fetch(url, {method: 'PUT', body,
-            headers: {'Content-Type': 'application/json', 'X-XSRFToken': m ? decodeURIComponent(m[1]) : ''}});
-        return r.status; }"""
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        setup = browser.new_page()
-        setup.goto(f"{lab}/lab?reset", wait_until="domcontentloaded")
-        setup.wait_for_selector("#jp-main-statusbar", timeout=90_000)
-        for url, data in (("/api/contents/04_quick.ipynb", body),
-                          ("/lab/api/settings/@jupyterlab/notebook-extension:tracker",
-                           json.dumps({"raw": '{"windowingMode": "none"}'}))):
-            status = setup.evaluate(put, [url, data])
-            assert status in (200, 201, 204), f"PUT {url} answered {status}"
-        browser.close()
-    with browser_page(f"{lab}/lab/tree/04_quick.ipynb?reset") as (page, failed, outside):
+    with browser_page(f"{lab}/lab/tree/04_data_layout.ipynb?reset") as (page, failed, outside):
         run_notebook(page, timeout_s=420)
         drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
-        click_panel(page)  # its chart is already drawn (QUICK ran the panel once): wait for the click's result
-        _wait_until(lambda: "done: 2 results" in page.locator(".labkit-panel").first.inner_text(), 120,
-                    "the click on Run did not add a second result to the layout panel")
+        click_panel(page)  # QUICK already ran the panel once: the click must add a second result
         assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
         assert_offline(page, failed, outside)
