@@ -189,24 +189,8 @@ _BLANK_JS = """(el) => {
 }"""
 
 
-def _put_quick_copy(lab: str, name: str, copy: str) -> None:
-    """Save a copy of a notebook with QUICK = True through the server's own API (the lab runs once, quick)."""
-    import json
-
-    with urllib.request.urlopen(f"{lab}/api/contents/{name}?content=1", timeout=30) as r:
-        nb = json.load(r)["content"]
-    for cell in nb["cells"]:
-        if "parameters" in cell["metadata"].get("tags", []):
-            cell["source"] = cell["source"].replace("QUICK = False", "QUICK = True")
-    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
-    req = urllib.request.Request(f"{lab}/api/contents/{copy}", data=body, method="PUT", headers={
-        "Content-Type": "application/json", "X-XSRFToken": "labkit", "Cookie": "_xsrf=labkit"})
-    urllib.request.urlopen(req, timeout=30).close()
-
-
 def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
-    _put_quick_copy(lab, "06_gc_profiling.ipynb", "06_quick.ipynb")
-    with browser_page(f"{lab}/lab/tree/06_quick.ipynb?reset") as (page, failed, outside):
+    with browser_page(f"{lab}/lab/tree/06_gc_profiling.ipynb?reset") as (page, failed, outside):
         run_notebook(page, timeout_s=600)
         charts = page.locator(f".jp-OutputArea-output :is({CHART})")
         charts.first.wait_for(timeout=60_000)
