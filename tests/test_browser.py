@@ -141,8 +141,9 @@ def run_notebook(page, timeout_s: float = 240) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     # every code cell's prompt shows its execution count ("[3]:") once done; "[*]:" while queued or running
+    # (textContent, not innerText: JupyterLab skips rendering cells scrolled out of view, whose innerText is "")
     _wait_until(lambda: page.evaluate(
-        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.innerText);"
+        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.textContent);"
         " return p.length > 0 && p.every(t => /\\[\\d+\\]/.test(t)); }"), timeout_s, "the notebook did not finish")
 
 
@@ -175,6 +176,43 @@ def test_index_panel_runs_and_draws_its_chart_with_no_network(lab):
         run_notebook(page)
         click_panel(page)
         assert "done" in page.locator(".labkit-panel").first.inner_text()
+        assert_offline(page, failed, outside)
+
+
+_BLANK_JS = """(el) => {
+  // a canvas with no painted pixel, or an SVG with no mark inside, is a blank frame
+  const c = el.querySelector('canvas');
+  if (c) { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+           for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return false; return true; }
+  const s = el.querySelector('svg.marks');
+  return !(s && s.querySelectorAll('path, rect, text').length > 3);
+}"""
+
+
+def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
+    with browser_page(f"{lab}/lab/tree/06_gc_profiling.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=600)
+        charts = page.locator(f".jp-OutputArea-output :is({CHART})")
+        charts.first.wait_for(timeout=60_000)
+        embeds = page.locator(".jp-OutputArea-output .vega-embed")
+        assert embeds.count() >= 10, f"expected every chart of lab 06, found {embeds.count()}"
+        blank = []
+        for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
+            embeds.nth(i).scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            if embeds.nth(i).evaluate(_BLANK_JS):
+                blank.append(i)
+        assert not blank, f"charts drawn blank: {blank}"
+        frames = page.locator("iframe.labkit-frame")
+        assert frames.count() == 2, "py-spy's and memray's own flame graphs"
+        frames.nth(0).scroll_into_view_if_needed()
+        spy = page.frame_locator("iframe.labkit-frame").nth(0)
+        spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
+        assert spy.locator("svg rect").count() > 5
+        frames.nth(1).scroll_into_view_if_needed()
+        mem = page.frame_locator("iframe.labkit-frame").nth(1)
+        mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
+        assert mem.locator("#chart svg g rect").count() > 3
         assert_offline(page, failed, outside)
 
 

@@ -30,6 +30,7 @@ BUDGET_S: dict[str, float] = {
     "03_preallocation.ipynb": 90,
     "04_data_layout.ipynb": 90,
     "05_serialization.ipynb": 90,
+    "06_gc_profiling.ipynb": 90,
 }
 
 
