@@ -36,17 +36,9 @@ _METRIC = "gc"
 
 
 def _into_request(start_ns: int, dur_ns: int, generation: int, collected: int, uncollectable: int) -> None:
-    # Runs inside the collector's callback. It must not take the trace's lock: a collection can start while
-    # this very thread holds it (any allocation can trigger one), and the lock is not re-entrant. It needs
-    # none: collections never overlap and run with the GIL held, and declare() created the entry when the
-    # request began, so this only bumps two integers of a dict that nobody resizes meanwhile.
-    trace = _trace.current()
-    if trace is None:
-        return
-    entry = trace._metrics.get(_METRIC)
-    if entry is not None:
-        entry["dur_ns"] = entry.get("dur_ns", 0) + dur_ns
-        entry["count"] = entry.get("count", 0) + 1
+    # runs inside the collector's callback, possibly while this thread is inside Trace.add (its lock is
+    # re-entrant for exactly this)
+    _trace.add(_METRIC, dur_ns, 1)
 
 
 def recorder() -> PauseRecorder:
