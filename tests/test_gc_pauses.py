@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import gc
 import time
+import warnings
 
 import pytest
-from starlette.testclient import TestClient
+
+with warnings.catch_warnings():  # Starlette 1.x nudges towards httpx2; httpx still works for TestClient
+    warnings.filterwarnings("ignore", message="Using `httpx`")
+    from starlette.testclient import TestClient
 
 from labkit import trace
 from labkit.alloc import GCPauses, PauseRecorder, gc_charts
