@@ -173,3 +173,16 @@ def test_memray_page_is_self_contained():
     mem = profile.memory(_allocate, 500, html=True)
     assert mem.html and "cdn.jsdelivr" not in mem.html and "d3" in mem.html
     assert "srcdoc" in profile.memray_html(mem)._repr_html_()
+
+
+@pytest.mark.parametrize("file, package", [
+    ("/tmp/ipykernel_4242/982293949.py", "this notebook"),   # py-spy: a notebook cell's full path
+    ("982293949.py", "this notebook"),                       # memray: the cell's file name alone
+    ("json/encoder.py", "json"),
+    ("labkit/toyshop/export.py", "labkit.toyshop"),
+    ("", "native"),
+])
+def test_frames_are_coloured_by_the_package_their_file_belongs_to(file, package):
+    from labkit.profile.stacks import _package
+
+    assert _package(file) == package

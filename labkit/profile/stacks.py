@@ -42,8 +42,8 @@ def _package(file: str) -> str:
         return "native"
     if file.startswith("<"):
         return "python internals"
-    if "ipykernel_" in file or file.startswith("<ipython"):
-        return "this notebook"
+    if "ipykernel_" in file or file.startswith("<ipython") or re.fullmatch(r"\d+\.py", file.rsplit("/", 1)[-1]):
+        return "this notebook"  # a cell's code: ipykernel names it <tmp>/ipykernel_<pid>/<hash>.py (memray: <hash>.py)
     if file.endswith((".so", ".so.1.0")) or ".so." in file:
         return "native"
     parts = [p for p in file.split("/") if p]
