@@ -31,8 +31,9 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone", "record",
-               "results", "service", "stats", "toyshop", "trace", "exercises", "fingerprint", "widgets"}
+_SUBMODULES = {"alloc", "charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone",
+               "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises",
+               "fingerprint", "widgets", "layout"}
 
 
 def __getattr__(name: str) -> Any:

@@ -10,6 +10,11 @@ Every builder takes a result (or its ``to_frame()``) and returns an ``alt.Chart`
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -20,7 +25,7 @@ from labkit.errors import BadInputError
 
 __all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS", "latency_ladder",
            "latency_curve", "latency_vs_items", "queries_vs_items", "stage_bars", "format_map", "predicted_vs_measured",
-           "crossover"]
+           "crossover", "loglog", "napkin_stages", "waterfall", "distance_sweep"]
 
 UNIT_AXIS = "time (µs)"
 
@@ -34,11 +39,56 @@ def enable_offline(mode: str = "jupyter") -> str:
     alt.data_transformers.disable_max_rows()
     if mode == "jupyter":
         alt.renderers.enable("jupyter", offline=True)
+        with _bundle_cache():  # built now, from the disk cache when there is one, not at the first chart
+            alt.JupyterChart.enable_offline(True)
     elif mode in ("svg", "png"):
         alt.renderers.enable(mode)
     else:
         raise BadInputError(f"mode must be 'jupyter' or 'svg' (or 'png'), got {mode!r}")
     return alt.renderers.active
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "labkit"
+
+
+@contextlib.contextmanager
+def _bundle_cache() -> Iterator[None]:
+    """Keep the offline renderer's JavaScript bundle on disk: vl-convert builds it for every new kernel (seconds
+    of CPU, the slowest step of a lab's first chart), and it only changes with the altair/vl-convert versions.
+
+    The bundle is keyed by a hash of vl-convert's version, the Vega-Lite version and the source altair asks to
+    bundle, so an upgrade builds (and caches) a new one; a cache that cannot be read or written is skipped.
+    """
+    try:
+        import vl_convert as vlc
+    except ImportError:  # altair then explains what to install
+        yield
+        return
+    build = vlc.javascript_bundle
+
+    def cached(snippet: str | None = None, vl_version: str | None = None) -> str:
+        raw = f"{getattr(vlc, '__version__', '?')}\0{vl_version}\0{snippet}".encode()
+        path = _cache_dir() / f"altair-offline-{hashlib.sha256(raw).hexdigest()[:20]}.js"
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            pass
+        bundle = build(snippet, vl_version=vl_version)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(bundle, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return bundle
+
+    vlc.javascript_bundle = cached
+    try:
+        yield
+    finally:
+        vlc.javascript_bundle = build
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
@@ -144,6 +194,112 @@ def ab(comparison: Any, title: str | None = None) -> alt.LayerChart:
     return (dots + medians).properties(width=520, height=120)
 
 
+# --- labs 00–02 revisited: scaling, napkin stages, waterfall, distance sweep ------------------------------
+
+
+def loglog(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function", slopes: tuple[float, ...] = (1, 2),
+           title: str = "Time against size, both axes logarithmic") -> alt.LayerChart:
+    """Each series' medians against size on log-log axes, with dashed guide lines of the given slopes.
+
+    On log-log axes a power law ``time ∝ size**k`` is a straight line of slope ``k``: follow a series beside
+    the guides to read its exponent (slope 1 linear, slope 2 quadratic). The guides start at the first series'
+    smallest size.
+
+    Args:
+        frame: one row per sample (or per median) with the size column ``x``, a time column ``y`` in ns and
+            the series column ``by``.
+        slopes: the guide lines to draw.
+    """
+    for col in (x, y, by):
+        if col not in frame.columns:
+            raise BadInputError(f"loglog needs columns {x!r}, {y!r}, {by!r} (got {list(frame.columns)})")
+    df = frame.groupby([by, x], sort=False, as_index=False)[y].median()
+    df["us"] = df[y] / 1e3
+    first = df[df[by] == df[by].iloc[0]].sort_values(x)
+    x0, y0, x1 = float(first[x].iloc[0]), float(first["us"].iloc[0]), float(df[x].max())
+    guides = pd.DataFrame([{"guide": f"slope {k:g}", x: xv, "us": y0 * (xv / x0) ** k}
+                           for k in slopes for xv in (x0, x1)])
+    xs = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=f"{x} (log scale)")
+    ys = alt.Y("us:Q", scale=alt.Scale(type="log"), title=UNIT_AXIS + ", log scale")
+    series = alt.Chart(df).mark_line(point=True).encode(
+        xs, ys, alt.Color(f"{by}:N", title=None), tooltip=[f"{by}:N", f"{x}:Q", alt.Tooltip("us:Q", format=".3~f")])
+    lines = alt.Chart(guides).mark_line(strokeDash=[5, 4], color="gray").encode(xs, ys, alt.Detail("guide:N"))
+    labels = alt.Chart(guides[guides[x] == x1]).mark_text(align="left", dx=5, color="gray").encode(
+        xs, ys, text="guide:N")
+    return alt.layer(lines, labels, series, title=title).properties(width=480, height=300)
+
+
+def napkin_stages(frame: pd.DataFrame, title: str = "Where the time goes: napkin vs measured, stage by stage"
+                  ) -> alt.Chart:
+    """Stacked bars, one per (variant, predicted or measured): milliseconds per stage, so the stage whose
+    estimate was off stands out.
+
+    Args:
+        frame: columns ``variant`` (e.g. naive/batched), ``kind`` (e.g. "napkin", "measured"), ``stage`` and
+            ``ms``; stages are stacked in the order they first appear.
+    """
+    for col in ("variant", "kind", "stage", "ms"):
+        if col not in frame.columns:
+            raise BadInputError(f"napkin_stages needs columns variant, kind, stage, ms (got {list(frame.columns)})")
+    df = frame.assign(bar=frame["variant"].astype(str) + " · " + frame["kind"].astype(str))
+    stages = list(dict.fromkeys(df["stage"]))
+    df["rank"] = df["stage"].map(stages.index)
+    return alt.Chart(df, title=title).mark_bar().encode(
+        alt.Y("bar:N", title=None, sort=list(dict.fromkeys(df["bar"])), axis=alt.Axis(labelLimit=260)),
+        alt.X("ms:Q", title="milliseconds (stacked)"),
+        alt.Color("stage:N", sort=stages, title="stage"), alt.Order("rank:Q"),
+        tooltip=["variant:N", "kind:N", "stage:N", alt.Tooltip("ms:Q", format=".3f")],
+    ).properties(width=520, height=34 * df["bar"].nunique())
+
+
+def waterfall(frame: pd.DataFrame, title: str = "One request, call by call") -> alt.VConcatChart:
+    """One bar per query or remote call, from its start to its end, a row per call in the order issued: one
+    panel per variant on one shared time axis, so the long staircase and the short one are compared as is.
+
+    Args:
+        frame: one row per call with ``variant``, ``start_ms``, ``end_ms`` and ``kind`` (sql/http); e.g. the
+            ``to_frame()`` of a ``labkit.nplusone`` report with times in ms and a ``variant`` column.
+    """
+    for col in ("variant", "start_ms", "end_ms", "kind"):
+        if col not in frame.columns:
+            raise BadInputError(f"waterfall needs columns variant, start_ms, end_ms, kind (got {list(frame.columns)})")
+    end = float(frame["end_ms"].max()) or 1.0
+    panels = []
+    for variant, g in frame.groupby("variant", sort=False):
+        g = g.sort_values("start_ms").assign(call=range(1, len(g) + 1))
+        g = g.assign(next_call=g["call"] + 0.9)
+        panels.append(alt.Chart(g, title=f"{variant}: {len(g)} calls, {g['end_ms'].max():.2f} ms").mark_rect().encode(
+            alt.X("start_ms:Q", scale=alt.Scale(domain=[0, end]), title="time since the request started (ms)"),
+            alt.X2("end_ms:Q"),
+            alt.Y("call:Q", scale=alt.Scale(reverse=True, domain=[0, len(g) + 1]), title="call, in order"),
+            alt.Y2("next_call:Q"), alt.Color("kind:N", title="kind", scale=alt.Scale(domain=["sql", "http"])),
+            tooltip=["kind:N", "call:Q", alt.Tooltip("start_ms:Q", format=".3f"),
+                     alt.Tooltip("end_ms:Q", format=".3f")] + (["shape:N"] if "shape" in g.columns else []),
+        ).properties(width=520, height=min(260, max(50, 3 * len(g)))))
+    return alt.vconcat(*panels, title=title).resolve_scale(x="shared")
+
+
+def distance_sweep(frame: pd.DataFrame, title: str = "The fix is worth more the farther the dependency"
+                   ) -> alt.LayerChart:
+    """Latency against the emulated distance to a dependency, one line per variant: measured medians as
+    solid lines with points, the napkin's prediction dashed.
+
+    Args:
+        frame: columns ``delay_ms``, ``variant``, ``ms`` and ``kind`` ("measured" per request, or "napkin").
+    """
+    for col in ("delay_ms", "variant", "ms", "kind"):
+        if col not in frame.columns:
+            raise BadInputError(f"distance_sweep needs columns delay_ms, variant, ms, kind (got {list(frame.columns)})")
+    df = frame.groupby(["kind", "variant", "delay_ms"], as_index=False)["ms"].median()
+    x = alt.X("delay_ms:Q", title="emulated delay per catalog call (ms)")
+    y = alt.Y("ms:Q", title="request latency, median (ms)")
+    colour = alt.Color("variant:N", title="variant")
+    tip = ["variant:N", "kind:N", "delay_ms:Q", alt.Tooltip("ms:Q", format=".2f")]
+    measured = alt.Chart(df[df["kind"] == "measured"]).mark_line(point=True).encode(x, y, colour, tooltip=tip)
+    napkin = alt.Chart(df[df["kind"] != "measured"]).mark_line(strokeDash=[5, 4]).encode(x, y, colour, tooltip=tip)
+    return alt.layer(napkin, measured, title=title + " (dashed: napkin)").properties(width=520, height=300)
+
+
 # --- latency ladder (latency helper's section; appended) ---------------------------------------------------
 
 _LADDER_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7]
@@ -158,7 +314,7 @@ def latency_ladder(table: Any, references: pd.DataFrame | None = None,
 
     Each measured row is a dot at its median with a bar from P10 to P90. With ``references`` (the frame of
     :func:`labkit.latency.references`), the published figures for the same operation are drawn beside it
-    as hollow marks, one shape per source, so "measured vs Dean 2012" is read off one line. Values outside
+    as hollow marks, one shape per source, so "measured vs Norvig 2001" is read off one line. Values outside
     1 ns … 10 ms are pinned to the edge; rows with no measurement (or a median ≤ 0) are left out.
     """
     df = _frame(table)
@@ -184,9 +340,10 @@ def latency_ladder(table: Any, references: pd.DataFrame | None = None,
         refs = refs.assign(ref=refs["source"] + " " + refs["year"].astype(str))
         layers.append(alt.Chart(refs).mark_point(size=80, filled=False, strokeWidth=2).encode(
             y, alt.X("value_ns:Q", scale=scale, axis=axis),
-            alt.Shape("ref:N", title="reference"), alt.Color("ref:N", title="reference"),
+            alt.Shape("ref:N", title="reference", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
+            alt.Color("ref:N", title="reference", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
             tooltip=["ref:N", "operation:N", alt.Tooltip("value_ns:Q", format=".3~s", title="reference (ns)")]))
-    return alt.layer(*layers, title=title).properties(width=560, height=max(200, 18 * len(order)))
+    return alt.layer(*layers, title=title).properties(width=560, height=max(240, 26 * len(order)))
 
 
 # --- N+1 lab (nplusone helper's section; appended) --------------------------------------------------------
@@ -399,3 +556,63 @@ def crossover(frame: pd.DataFrame, floor_us: float,
         strokeDash=[6, 4], color="gray").encode(y="floor:Q")
     text = rule.mark_text(align="left", dx=4, dy=-6, color="gray").encode(text="label:N")
     return alt.layer(lines, rule, text, title=title).properties(width=520, height=300)
+
+
+# --- preallocation lab (lab 03's section; appended) -------------------------------------------------------
+
+__all__ += ["scaling", "size_steps"]
+
+
+def scaling(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guides: tuple[float, ...] = (1, 2),
+            x_title: str | None = None, y_title: str | None = None,
+            title: str = "Cost against size (log-log): the slope is the exponent") -> alt.LayerChart:
+    """Log-log lines of the median ``y`` per ``x`` for each ``color``, with dashed guide lines of slope 1, 2…
+
+    On log-log axes ``y ∝ xᵏ`` is a straight line of slope ``k``: a series running parallel to the slope-2
+    guide grows with the square of its size. The guides pass through the first series' largest-size point,
+    so its upper end can be read against them.
+
+    Args:
+        frame: one row per measurement, with numeric ``x`` and ``y`` (positive) and a ``color`` column.
+        guides: the slopes to draw (empty for none).
+    """
+    for col in (x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"scaling needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+    df = frame.copy()
+    if color not in df.columns:
+        df[color] = y
+    df = df[(df[x] > 0) & (df[y] > 0)]
+    if df.empty:
+        raise BadInputError(f"scaling needs positive {x!r} and {y!r} values (log axes): nothing to draw")
+    med = df.groupby([color, x], sort=False, as_index=False)[y].median()
+    first = med[med[color] == med[color].iloc[0]].sort_values(x)
+    x0, y0 = float(first[x].iloc[-1]), float(first[y].iloc[-1])
+    xs = np.geomspace(float(df[x].min()), float(df[x].max()), 12)
+    lo, hi = float(df[y].min()) / 2, float(df[y].max()) * 2  # guides are clipped to the data's range
+    lines = pd.DataFrame([{x: v, y: y0 * (v / x0) ** k, "guide": f"slope {k:g}"} for k in guides for v in xs
+                          if lo <= y0 * (v / x0) ** k <= hi])
+    xe = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x_title or x)
+    ye = alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y_title or y)
+    dots = alt.Chart(df).mark_circle(opacity=0.3, size=25).encode(xe, ye, alt.Color(f"{color}:N", title=color))
+    line = alt.Chart(med).mark_line(point=True).encode(
+        xe, ye, alt.Color(f"{color}:N", title=color),
+        tooltip=[f"{color}:N", f"{x}:Q", alt.Tooltip(f"{y}:Q", format=".3~g")])
+    layers = [dots, line]
+    if guides and not lines.empty:
+        layers.append(alt.Chart(lines).mark_line(strokeDash=[5, 4], color="#888").encode(
+            xe, ye, alt.Detail("guide:N"), tooltip=["guide:N"]))
+        ends = lines.groupby("guide", as_index=False).first()
+        layers.append(alt.Chart(ends).mark_text(align="left", dx=4, dy=-6, color="#666").encode(xe, ye, text="guide:N"))
+    return alt.layer(*layers, title=title).properties(width=520, height=320)
+
+
+def size_steps(frame: pd.DataFrame, x: str = "length", y: str = "bytes",
+               title: str = "sys.getsizeof of a list as it grows: capacity comes in steps") -> alt.Chart:
+    """A step line of ``y`` against ``x``: where it jumps, the container was reallocated (over-allocated)."""
+    for col in (x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"size_steps needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+    return alt.Chart(frame, title=title).mark_line(interpolate="step-after").encode(
+        alt.X(f"{x}:Q", title="items appended"), alt.Y(f"{y}:Q", title="sys.getsizeof (bytes)"),
+        tooltip=[f"{x}:Q", f"{y}:Q"]).properties(width=520, height=260)

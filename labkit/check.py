@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-__all__ = ["CheckResult", "Item", "Exercise", "passed", "failed", "same_answers", "budget", "speed", "fresh_seed",
+__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "same_answers", "budget", "speed", "fresh_seed",
            "not_callable"]
 
 
@@ -235,26 +235,40 @@ class Exercise:
         """A grade that stops before any criterion (the argument is not a function, say); not an attempt."""
         return CheckResult(self.title, (Item(False, message),))
 
-    def hint(self, k: int = 1) -> str:
-        """Hint ``k`` (1 to ``len(hints)``), printed and returned."""
+    def hint(self, k: int = 1) -> Note:
+        """Hint ``k`` (1 to ``len(hints)``), as text that a notebook cell shows once."""
         if not isinstance(k, int) or not 1 <= k <= len(self.hints):
-            text = f"there are hints 1 to {len(self.hints)}: hint(1) is a nudge, hint({len(self.hints)}) nearly the answer"
-        else:
-            text = f"Hint {k} of {len(self.hints)}: {self.hints[k - 1]}"
-        print(text)
-        return text
+            return Note(f"there are hints 1 to {len(self.hints)}: hint(1) is a nudge, hint({len(self.hints)}) "
+                        "nearly the answer")
+        return Note(f"Hint {k} of {len(self.hints)}: {self.hints[k - 1]}")
 
-    def solution(self) -> str:
-        """The reference solution — only after at least one graded attempt (``check(...)``), printed and returned."""
+    def solution(self) -> Note:
+        """The reference solution — only after at least one graded attempt (``check(...)``) — as text a cell shows
+        once (as code, when it is a function's source)."""
         if self.attempts == 0:
-            text = ("Try the exercise first: run check(...) on your own attempt at least once (a wrong one counts), "
-                    "then ask for the solution. The hints come first: hint(1).")
-        elif callable(self._solution):
-            text = inspect.getsource(self._solution)
-        else:
-            text = str(self._solution)
-        print(text)
-        return text
+            return Note("Try the exercise first: run check(...) on your own attempt at least once (a wrong one "
+                        "counts), then ask for the solution. The hints come first: hint(1).")
+        if callable(self._solution):
+            return Note(inspect.getsource(self._solution), code=True)
+        return Note(str(self._solution))
+
+
+class Note(str):
+    """Text for the learner (a hint, a solution): a ``str``, shown once and as written when it ends a cell — not
+    as a quoted repr, and not printed a second time."""
+
+    code: bool = False
+
+    def __new__(cls, text: str, code: bool = False) -> Note:
+        note = super().__new__(cls, text)
+        note.code = code
+        return note
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        return f"```python\n{self}\n```" if self.code else str(self)
 
 
 def not_callable(exercise: Exercise, value: Any) -> CheckResult | None:

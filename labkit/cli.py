@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("labkit.service", "run the toyshop service (and its catalog) in the foreground"),
     "data": ("labkit.toyshop.dataset", "build or check the toyshop dataset"),
     "latency": ("labkit.latency", "measure the latency-numbers table on this machine"),
+    "report": ("labkit.report.cli", "run a notebook and write one self-contained HTML report of it"),
+    "new-review": ("labkit.report.review", "start a design-review notebook from the template"),
 }
 
 
@@ -47,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"labkit {name}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as e:  # argparse's --help (0) and usage errors (2): an exit code, as for every command
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ catch those keep working.
 
 from __future__ import annotations
 
-__all__ = ["LabkitError", "BadInputError", "ResultsError", "ServiceError", "ProbeUnavailable", "ResultsWarning"]
+__all__ = ["LabkitError", "BadInputError", "ResultsError", "ServiceError", "ProbeUnavailable", "ResultsWarning",
+           "NotebookError"]
 
 
 class LabkitError(Exception):
@@ -32,3 +33,7 @@ class ProbeUnavailable(LabkitError):
 
 class ResultsWarning(UserWarning):
     """A saved result that could not be read was skipped (the message names the file and why); the rest loaded."""
+
+
+class NotebookError(LabkitError, RuntimeError):
+    """A notebook failed while running (a cell raised, the kernel died), or cannot be turned into a report."""

@@ -211,7 +211,9 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         variants: the process's switches (see :mod:`labkit.toyshop.variants`): defaults for the per-request
             ones (``n1``, ``io``, ``codec``, ``fields``, ``layout``, ``buffers``, ``cache``) and the
             process-only ``gc`` (``default``/``tuned``), ``pool`` (threads for SQLite work, default 40) and
-            ``queue`` (0 = unbounded; N = answer 503 beyond ``pool + N`` requests in flight).
+            ``queue`` (0 = unbounded; N = answer 503 beyond ``pool + N`` requests in flight), ``scribble``
+            (``on``: the statement's buffer pool fills released buffers with a sentinel) and ``alloc``
+            (``census``: allocator calls per request in Server-Timing, one request at a time).
         catalog_delay_ms: sleep added to every catalog call — an *emulation* of a farther network.
         port, catalog_port: loopback ports (0 = any free port).
         io_threads: catalog calls in flight at once for ``io=concurrent``.

@@ -28,6 +28,22 @@ def test_enable_offline_never_picks_the_mimetype_renderer():
     charts.enable_offline()
 
 
+def test_the_offline_bundle_is_built_once_and_then_read_from_disk(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = []
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda src=None, vl_version=None: built.append(src) or "/*js*/")
+    with charts._bundle_cache():
+        first = vlc.javascript_bundle("import x", vl_version="6")
+    with charts._bundle_cache():
+        again = vlc.javascript_bundle("import x", vl_version="6")
+        other = vlc.javascript_bundle("import y", vl_version="6")  # another source is another bundle
+    assert first == again == other == "/*js*/" and built == ["import x", "import y"]
+    assert len(list((tmp_path / "labkit").glob("altair-offline-*.js"))) == 2
+    assert vlc.javascript_bundle("z") == "/*js*/" and built[-1] == "z"  # the real builder is back after the block
+
+
 def test_builders_render_to_svg_offline(result):
     c = compare(Measured(1e6, 1, "a"), Measured(8e5, 2, "b"))
     for chart in (charts.distribution(result), charts.cdf(result, log_x=True), charts.percentile_bars(result),
@@ -44,3 +60,28 @@ def test_warmup_samples_stay_out_of_charts(result):
 def test_bad_input_is_explained():
     with pytest.raises(BadInputError, match="to_frame"):
         charts.cdf([1, 2, 3])
+
+
+def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_their_columns():
+    import pandas as pd
+
+    sizes = pd.DataFrame([{"function": f, "pieces": n, "ns": n ** k} for f, k in (("+=", 2), ("join", 1))
+                          for n in (100, 400)])
+    svg = charts.to_svg(charts.loglog(sizes, x="pieces"))
+    assert "slope 1" in svg and "slope 2" in svg
+    guides = charts.loglog(sizes, x="pieces").layer[0].data
+    assert guides[guides["guide"] == "slope 2"]["us"].tolist() == pytest.approx([10.0, 160.0])  # anchored at +=
+    stages = pd.DataFrame([{"variant": "naive", "kind": k, "stage": s, "ms": 1.0} for k in ("napkin", "measured")
+                           for s in ("db", "catalog")])
+    assert "naive · napkin" in charts.to_svg(charts.napkin_stages(stages))
+    calls = pd.DataFrame([{"variant": v, "start_ms": i, "end_ms": i + 0.5, "kind": "sql"} for v, n in
+                          (("naive", 30), ("batched", 3)) for i in range(n)])
+    svg = charts.to_svg(charts.waterfall(calls))
+    assert "naive: 30 calls" in svg and "batched: 3 calls" in svg
+    sweep = pd.DataFrame([{"delay_ms": d, "variant": "naive", "ms": 1 + d, "kind": k} for d in (0, 1)
+                          for k in ("measured", "napkin")])
+    assert "dashed: napkin" in charts.to_svg(charts.distance_sweep(sweep))
+    for build in (lambda f: charts.loglog(f, x="pieces"), charts.napkin_stages, charts.waterfall,
+                  charts.distance_sweep):
+        with pytest.raises(BadInputError, match="needs columns"):
+            build(pd.DataFrame({"x": [1]}))

@@ -59,3 +59,11 @@ def test_doctor_passes_on_this_machine_from_the_shell():
     r = subprocess.run([sys.executable, "-m", "labkit", "doctor"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[ok  ] py-spy" in r.stdout and "[ok  ] memray" in r.stdout and "[ok  ] charts" in r.stdout
+
+
+def test_a_commands_usage_error_and_help_are_exit_codes_not_exceptions(capsys):
+    from labkit.cli import main
+
+    assert main(["latency", "--no-such-flag"]) == 2
+    assert "usage" in capsys.readouterr().err
+    assert main(["latency", "--help"]) == 0

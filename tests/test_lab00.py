@@ -63,11 +63,31 @@ def test_crashing_solution_is_reported_not_raised():
     assert not grade.passed and "ZeroDivisionError" in grade.items[0].message
 
 
-def test_placeholder_hypothesis_fails():
-    todo = Experiment.plan("x", "TODO: what will you change?", predicted_ratio=1.0)
-    grade = lab00.check(reference, todo, rounds=4, save=False)
-    assert not grade.passed and any("replace the TODO" in i.message for i in grade.items)
-    assert not lab00.check(reference, None, rounds=4, save=False).passed
+@pytest.mark.parametrize("hypothesis,ratio,why", [
+    (lab00.TEMPLATE_HYPOTHESIS, 0.1, "template"),                                    # left as it is
+    (lab00.TEMPLATE_HYPOTHESIS.replace("TODO: ", ""), 0.1, "template"),               # TODO deleted, text kept
+    ("what will you change, why will it be faster, and by how much", 0.1, "template"),
+    ("a set is faster", 0.1, "too short"),
+    ("a set answers 'seen?' in one hash lookup instead of a scan of the list", 1.0, "no change"),
+    ("a set answers 'seen?' in one hash lookup instead of a scan of the list", 1.04, "no change"),
+    ("a set answers 'seen?' in one hash lookup instead of a scan of the list", None, "no predicted_ratio"),
+])
+def test_a_plan_that_is_not_the_learners_own_prediction_fails(hypothesis, ratio, why):
+    plan = Experiment.plan("x", hypothesis, predicted_ratio=ratio)
+    grade = lab00.check(reference, plan, rounds=4, save=False)
+    assert not grade.passed and grade.items[0].ok and not grade.items[1].ok and len(grade.items) == 2
+    assert why in grade.items[1].message and "Try:" in grade.items[1].message
+
+
+def test_a_plan_predicting_a_slowdown_is_allowed_and_judged():
+    plan = Experiment.plan("x", "a set answers 'seen?' in one hash lookup, but hashing ints costs more", 1.5)
+    grade = lab00.check(reference, plan, rounds=4, save=False)
+    assert grade.items[1].ok and "refuted" in grade.items[-1].message
+
+
+def test_no_plan_fails():
+    grade = lab00.check(reference, None, rounds=4, save=False)
+    assert not grade.passed and "no experiment planned" in grade.items[1].message
 
 
 def test_solution_is_shown_only_after_an_attempt(capsys):
@@ -76,3 +96,6 @@ def test_solution_is_shown_only_after_an_attempt(capsys):
     lab00.check(lambda items: items, None, save=False)
     assert "dict.fromkeys" in lab00.solution()
     assert lab00.hint(1).startswith("Hint 1 of 3") and "hints 1 to 3" in lab00.hint(9)
+    # shown once when it ends a cell (its repr is the text, as code for a solution), never printed as well
+    assert capsys.readouterr().out == ""
+    assert repr(lab00.hint(1)) == str(lab00.hint(1)) and lab00.solution()._repr_markdown_().startswith("```python")

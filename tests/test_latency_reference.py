@@ -17,9 +17,13 @@ def test_csv_schema():
     assert raw["year"].between(1990, 2100).all()
 
 
-def test_csv_has_dean_2012_and_a_newer_measured_source():
+def test_csv_attributes_the_classic_table_to_where_each_row_first_appeared_and_has_a_newer_source():
     df = references()
-    assert ((df["source"] == "Dean") & (df["year"] == 2012)).sum() >= 10
+    # Norvig's essay (2001), Dean's talks (2009), and the widely copied 2012 posting (the SSD rows)
+    assert ((df["source"] == "Norvig") & (df["year"] == 2001)).sum() >= 5
+    assert ((df["source"] == "Dean") & (df["year"] == 2009)).sum() >= 2
+    ssd = df[df["probe_key"] == "disk_random_read_4k"]
+    assert (ssd["year"] == 2012).any() and not ((df["source"] == "Dean") & (df["year"] == 2012)).any()
     assert (df.loc[df["source"].str.startswith("napkin-math"), "year"] >= 2020).any()
 
 
@@ -33,8 +37,8 @@ def test_side_by_side_ratio():
     t = LatencyTable(rows=(Samples("mem_l1", "L1", "cpu", (1.0, 1.0, 1.0)),
                            Samples("syscall", "syscall", "os", ())))
     df = side_by_side(t)
-    dean = df[(df["probe_key"] == "mem_l1") & (df["source"] == "Dean")].iloc[0]
-    assert dean["reference_ns"] == 0.5 and dean["ratio"] == pytest.approx(2.0)
+    norvig = df[(df["probe_key"] == "mem_l1") & (df["source"] == "Norvig")].iloc[0]
+    assert norvig["reference_ns"] == 0.5 and norvig["ratio"] == pytest.approx(2.0)
     assert "syscall" not in set(df["probe_key"])  # unavailable rows are left out, not compared as NaN
 
 

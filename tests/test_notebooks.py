@@ -3,13 +3,16 @@
 The budget (tests/README.md): each lab's QUICK run ≤ 90 s on a 2-core machine, each lab executed at most twice
 per suite run (here, and perhaps once more in the browser test), the whole suite ≤ 20 minutes. A notebook not
 registered in BUDGET_S fails the suite — every lab must be tested. The slowest runs are printed at the end of
-the session (see conftest.py), with any over budget marked; a test never fails on speed.
+the session (see conftest.py), with any over budget marked; a test never fails on speed. Each run's report
+(``labkit report``, issue 16) is rendered from that same run, so reports cost no extra execution.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -24,7 +27,10 @@ BUDGET_S: dict[str, float] = {
     "00_method.ipynb": 90,
     "01_latency_numbers.ipynb": 90,
     "02_nplusone.ipynb": 90,
+    "03_preallocation.ipynb": 90,
+    "04_data_layout.ipynb": 90,
     "05_serialization.ipynb": 90,
+    "06_gc_profiling.ipynb": 90,
     "07_tail_latency.ipynb": 90,
 }
 
@@ -68,7 +74,7 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch, request):
     t0 = time.perf_counter()
     papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3", cwd=str(path.parent),
                                progress_bar=False, log_output=False)
-    secs = time.perf_counter() - t0
+    secs = time.perf_counter() - t0  # the run only: rendering its report below is not the notebook's time
     request.config.__dict__.setdefault("perflab_notebook_times", {})[path.name] = (secs, BUDGET_S[path.name])
     nb = json.loads(out.read_text())
     cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
@@ -77,3 +83,24 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch, request):
     assert not any(m.startswith("application/vnd.vegalite") for m in mimes), mimes
     assert not [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert os.environ["PERFLAB_RESULTS"].startswith(str(tmp_path))
+    _assert_reportable(out, tmp_path / "results", nb)
+
+
+def _assert_reportable(executed: Path, results: Path, nb: dict) -> None:
+    """The lab's report (issue 16), built from this run — no second execution: every chart drawn as SVG, every
+    experiment record in the table, the first cell on top as the question, nothing fetched from outside."""
+    from labkit.report import render, write_html
+    from labkit.report.static import WIDGET_VIEW, external_resources
+
+    rendered = render(executed, results=results)
+    write_html(executed.with_suffix(".html"), rendered.html)
+    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    charts = [o for c in nb["cells"] for o in c.get("outputs", []) if WIDGET_VIEW in o.get("data", {})
+              and state.get(o["data"][WIDGET_VIEW]["model_id"], {}).get("state", {}).get("_anywidget_id", "")
+              .endswith("JupyterChart")]
+    assert rendered.counts["charts"] >= len(charts) and rendered.html.count('class="marks"') >= len(charts)
+    records = sorted(p.name for p in results.glob("*.json") if '"kind": "experiment"' in p.read_text())
+    assert sorted(Path(e.path).name for e in rendered.experiments) == records
+    top = html.unescape(re.sub(r"<[^>]+>", "", rendered.html.split("as it ran, every output kept", 1)[0]))
+    assert "".join(nb["cells"][0]["source"]).splitlines()[0].lstrip("# ") in top
+    assert external_resources(rendered.html) == []

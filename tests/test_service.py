@@ -73,6 +73,15 @@ def test_catalog_client_keeps_one_connection_and_notifies_observers(svc):
     assert all(d >= 0.5e6 for _, _, d in seen)  # every call paid the emulated 0.5 ms (sub-ms sleeps are real)
 
 
+def test_catalog_client_adds_its_own_emulated_delay_to_every_call(svc):
+    seen = []
+    with CatalogClient(svc.catalog_url, delay_ms=2, observers=[lambda m, u, d: seen.append(d)]) as cat:
+        assert cat.get(3)["id"] == 3 and len(cat.get_many(range(1, 61))) == 60
+    assert len(seen) == 1 + 2 and all(d >= 2.5e6 for d in seen)  # the client's 2 ms + the catalog's 0.5 ms
+    with pytest.raises(BadInputError, match="delay_ms"):
+        CatalogClient(svc.catalog_url, delay_ms=-1)
+
+
 def test_catalog_client_refuses_non_loopback():
     with pytest.raises(BadInputError, match="loopback"):
         CatalogClient("http://example.com:80")

@@ -6,6 +6,7 @@ quadratic time. The learner writes a faster version and an experiment record pre
 
 from __future__ import annotations
 
+import difflib
 import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from labkit.check import (
 )
 from labkit.record import Experiment
 
-__all__ = ["unique_in_order", "check", "make_items", "hint", "solution"]
+__all__ = ["unique_in_order", "check", "make_items", "hint", "solution", "TEMPLATE_HYPOTHESIS"]
 
 
 def unique_in_order(items: Sequence[Hashable]) -> list[Hashable]:
@@ -55,6 +56,9 @@ EXERCISE = Exercise(
            "or a set for membership beside the output list."),
     solution=_reference,
 )
+#: the exercise cell's starting hypothesis; a plan that still says (nearly) this is not the learner's own
+TEMPLATE_HYPOTHESIS = "TODO: what will you change, why will it be faster, and by how much?"
+
 hint = EXERCISE.hint
 solution = EXERCISE.solution
 
@@ -70,6 +74,28 @@ def _same(want: list[Any], got: Any) -> bool:
     return got == want and [type(x) for x in got] == [type(x) for x in want]
 
 
+def _plan_item(experiment: Any) -> Item:
+    """The plan criterion: a hypothesis in the learner's words and a prediction that is not "no change"."""
+    if not isinstance(experiment, Experiment):
+        return failed("no experiment planned", f"got {type(experiment).__name__}",
+                      "pass the record from labkit.Experiment.plan(...) as the second argument of check")
+    text = " ".join(experiment.hypothesis.split())
+    template = " ".join(TEMPLATE_HYPOTHESIS.split())
+    if "TODO" in text or difflib.SequenceMatcher(None, text.lower(), template.lower()).ratio() > 0.6:
+        return failed("the hypothesis is still the template's text", None,
+                      "write your own: what you will change, why it should be faster, and by how much")
+    if len(text.split()) < 8:
+        return failed(f"the hypothesis is {len(text.split())} words", "too short to say what, why and how much",
+                      "name the change, the cost it removes, and the ratio that follows")
+    ratio = experiment.predicted_ratio
+    if ratio is None or experiment.expected_verdict() == "same":
+        said = "no predicted_ratio" if ratio is None else f"predicted_ratio={ratio:g} says 'no change'"
+        return failed(f"{said}", "the prediction must follow from your hypothesis",
+                      "set predicted_ratio to your time / the baseline's time (0.5 = twice as fast), "
+                      "worked out from the cost your change removes")
+    return passed(f"experiment planned: your hypothesis, and a predicted ratio of {ratio:g}")
+
+
 def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment | None = None, *,
           n: int = 2000, rounds: int = 10, required_speedup: float = 2.0, save: bool = True,
           seed: int | None = None) -> CheckResult:
@@ -77,7 +103,8 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
 
     Criteria, in order: (1) the same answer as the baseline on fixed edge cases and on fresh random inputs
     (order kept, first occurrence wins, ``0``/``0.0``/``False`` treated as Python treats them); (2) an
-    experiment record planned with a hypothesis in your words and a predicted ratio; (3) timed interleaved
+    experiment record planned with a hypothesis in your words (not the exercise cell's template) and a
+    predicted ratio that is not "no change" (outside 1 ± 5 %); (3) timed interleaved
     against the baseline on fresh inputs of ``n`` items — a new input for every call, so no cache can answer —
     the verdict is "faster" by at least ``required_speedup``. The record is concluded with that measurement
     (and saved when ``save``); whether your prediction held is reported, not graded. ``seed`` reproduces a
@@ -90,11 +117,7 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
     rng = random.Random(seed)
 
     def planned() -> Item:
-        ok = (isinstance(experiment, Experiment) and experiment.predicted_ratio is not None
-              and "TODO" not in experiment.hypothesis)
-        return passed("experiment planned with your hypothesis and a predicted ratio") if ok else failed(
-            "no experiment planned", hint="replace the TODO with your hypothesis and set predicted_ratio (your "
-            "expected time / baseline time) in Experiment.plan(...)")
+        return _plan_item(experiment)
 
     def fast_then_concluded() -> tuple[Item, ...]:
         base = rng.randrange(2**31)

@@ -1,4 +1,4 @@
-"""Published latency tables (Dean 2012, napkin-math 2026…) and the measured table beside them.
+"""Published latency tables (Norvig 2001, Dean 2009, the 2012 posting, napkin-math 2026…) beside the measured one.
 
 The references live in ``datasets/latency_reference.csv``: one row per published figure with its
 ``source``, ``year``, ``operation``, ``value_ns``, the ``probe_key`` of the row it compares with (empty when

@@ -44,7 +44,7 @@ def compress_1k(*, quick: bool = False, repeats: int | None = None) -> Samples:
 
     Method: the same 1 KiB buffer is compressed in batches of 25 calls after a warm-up batch; a sample
     is a batch's time per call. Overhead: one Python call per compression (~50 ns of several µs).
-    Dean's 2012 row used Zippy (now Snappy), which trades ratio for speed: zlib is expected to be slower.
+    Dean's row (his talks, 2009) used Zippy (now Snappy), which trades ratio for speed: zlib is expected to be slower.
     """
     data = _text_1k()
     repeats = repeats or (25 if quick else 61)

@@ -6,6 +6,8 @@ Endpoints (all GET; see ``/openapi.json``):
 - ``/customers/{customer_id}/export``: a customer's orders with product details (the N+1 candidate)
 - ``/orders/{order_id}``: one order
 - ``/quote?customer_id=ID`` or ``/quote?lines=N&seed=S``: pricing by the performance core
+- ``/statement?customer_id=ID`` or ``/statement?lines=N&seed=S``: every order line of a customer (or N synthetic
+  lines) as CSV; the ``buffers`` switch picks how the body is built
 - ``/config/{key}``: one config value
 - ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
   how many were served, their summed time inside the app, and the count's integral over time (with the
@@ -20,10 +22,16 @@ time a request queued for a thread of the pool that runs the blocking SQLite wor
 response was made with. Bad input → 400 ``{"error": "bad_parameter", "parameter": …, "message": …}``;
 unknown id → 404; a catalog that does not answer → 502; with the ``queue`` switch set, requests beyond
 ``pool + queue`` in flight → 503 at once (load shedding). Never 500 on any input (fuzz-tested).
+
+Started with the process switch ``alloc=census``, the service counts every allocator call a request makes
+(:class:`labkit.alloc.Census`, memray) into the Server-Timing metrics ``alloc`` and ``alloc_bytes``. The count
+is process-wide, so that service serves one request at a time (and one pool thread): its times are not
+comparable with an uncounted service's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import re
@@ -31,7 +39,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -44,12 +52,29 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from labkit import trace as _trace
+from labkit.alloc.census import census_unavailable
 from labkit.errors import BadInputError, ServiceError
+from labkit.toyshop import gclog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
+from labkit.toyshop.statement import (
+    MAX_STATEMENT_LINES,
+    render_statement,
+    statement_rows,
+    synthetic_statement,
+)
+from labkit.toyshop.statement import MEDIA_TYPE as _CSV
 from labkit.toyshop.variants import REQUEST_SWITCHES, check_request_switch, resolve
-from labkit.toyshop.wiring import ConfigCache, NotAcceptable, negotiate, quote_payload, serialize, trim_export
+from labkit.toyshop.wiring import (
+    BufferPool,
+    ConfigCache,
+    NotAcceptable,
+    negotiate,
+    quote_payload,
+    serialize,
+    trim_export,
+)
 from labkit.trace import collect, span
 
 __all__ = ["create_app", "apply_gc", "MAX_QUOTE_LINES"]
@@ -150,6 +175,8 @@ class _Service:
         self._max_in_flight = settings["pool"] + settings["queue"] if settings["queue"] else None
         self.config_cache = ConfigCache(self._load_config, mode="local")
         self.counts = _Counts()
+        self.pool = BufferPool(scribble=settings["scribble"] == "on")  # the statement's buffers=pooled
+        self.one_at_a_time: asyncio.Lock | None = None  # alloc=census serves one request at a time
 
     def conn(self) -> ToyshopConnection:
         conn = getattr(self._local, "conn", None)
@@ -218,26 +245,68 @@ def _error(status: int, error: str, message: str, parameter: str | None = None) 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-async def _respond(svc: _Service, request: Request, handler: Handler, schema: str | None = None) -> Response:
+class Raw(NamedTuple):
+    """A handler's answer that is already bytes (a CSV statement): sent as is, whatever the codec or Accept."""
+
+    body: bytes
+    media: str
+
+
+async def _counted(svc: _Service, run: Callable[[], Awaitable[tuple[bytes, str]]]) -> tuple[bytes, str]:
+    """``run()`` (the handler and its serialization) under an allocation census (process switch
+    ``alloc=census``), one request at a time: the counts go to Server-Timing ``alloc`` / ``alloc_bytes``."""
+    from labkit.alloc import Census
+    from labkit.errors import ProbeUnavailable
+
+    if svc.one_at_a_time is None:
+        svc.one_at_a_time = asyncio.Lock()
+    async with svc.one_at_a_time:
+        try:
+            census: Census | None = Census().start()
+        except ProbeUnavailable as exc:  # another memray tracker in this process: serve, say why not counted
+            census, reason = None, str(exc)
+        try:
+            return await run()
+        finally:
+            if census is not None:
+                census.stop()
+                _trace.add("alloc", count=census.allocations, desc="allocator calls (memray census; one "
+                                                                   "request at a time: times not comparable)")
+                _trace.add("alloc_bytes", count=census.bytes_allocated, desc="bytes those calls asked for")
+            else:
+                _trace.add("alloc", desc=f"not counted: {reason}"[:200])
+
+
+async def _respond(svc: _Service, request: Request, handler: Handler, schema: str | None = None, *,
+                   raw: bool = False) -> Response:
     """Negotiate the format (Accept, ``codec=``; protobuf only with a ``schema``), run ``handler`` inside the
-    request's trace, serialize its payload, and map errors to 4xx/502."""
+    request's trace, serialize its payload, and map errors to 4xx/502. ``raw``: the handler answers
+    :class:`Raw` bytes, sent as they are (no negotiation, no codec, no compression)."""
     t0 = _clock()
     ctx: dict[str, Any] = {"sw": {k: svc.settings[k] for k in REQUEST_SWITCHES}}
     headers: dict[str, str] = {"Vary": "Accept"}
     with collect() as trace:
         for name, count in _STAGES:
             trace.add(name, 0, count)
+        gclog.declare(trace)  # gc;dur;count: collections this request triggered (see toyshop.gclog)
         try:
-            try:
-                codec, fmt = negotiate(request.headers.get("accept"), request.query_params.get("codec"), schema,
-                                       svc.settings["codec"])
-            except NotAcceptable:
-                raise
-            except BadInputError as exc:
-                raise BadParam("codec", str(exc)) from None
-            payload = await handler(ctx)
-            ctx["sw"]["codec"] = codec
-            body, media = serialize(payload, codec, fmt, schema, ctx["sw"]["compress"], headers)
+            codec, fmt = svc.settings["codec"], None
+            if not raw:
+                try:
+                    codec, fmt = negotiate(request.headers.get("accept"), request.query_params.get("codec"), schema,
+                                           svc.settings["codec"])
+                except NotAcceptable:
+                    raise
+                except BadInputError as exc:
+                    raise BadParam("codec", str(exc)) from None
+
+            async def run() -> tuple[bytes, str]:
+                payload = await handler(ctx)
+                if isinstance(payload, Raw):
+                    return payload.body, payload.media
+                ctx["sw"]["codec"] = codec
+                return serialize(payload, codec, fmt, schema, ctx["sw"]["compress"], headers)
+            body, media = await (_counted(svc, run) if svc.settings["alloc"] == "census" else run())
             status = 200
         except NotAcceptable as exc:
             status, media = 406, "application/json"
@@ -271,7 +340,10 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             are process-only; ``gc`` is applied by the launcher, not here).
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
     """
-    svc = _Service(Path(db_path), catalog, resolve(variants), io_threads)
+    settings = resolve(variants)
+    if settings["alloc"] == "census" and census_unavailable():
+        raise BadInputError(f"variant alloc=census cannot count allocations: {census_unavailable()}")
+    svc = _Service(Path(db_path), catalog, settings, io_threads)
 
     async def health(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -308,6 +380,9 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
                 if ("customer_id" in params) == ("lines" in params):
                     raise BadParam("customer_id", "give exactly one of customer_id=<id> (price that customer's "
                                                   "order history) or lines=<n> (price n synthetic lines)")
+                if sw["buffers"] == "pooled":
+                    raise BadParam("buffers", "buffers=pooled is the statement's (/customers/{id}/statement); "
+                                              "the quote kernels take grow or prealloc")
                 seed = _int(params.get("seed", "0"), "seed", 0)
                 cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
                 n = _int(params["lines"], "lines", 0, MAX_QUOTE_LINES) if "lines" in params else None
@@ -321,6 +396,25 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             with span("compute"):
                 return quote_payload(rows, n, seed, sw["layout"], sw["buffers"])
         return await _respond(svc, request, h)
+
+    async def statement(request: Request) -> Response:
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
+                ctx["sw"] = sw
+                if ("customer_id" in params) == ("lines" in params):
+                    raise BadParam("customer_id", "give exactly one of customer_id=<id> (that customer's order "
+                                                  "lines) or lines=<n> (a statement of n synthetic lines)")
+                seed = _int(params.get("seed", "0"), "seed", 0)
+                cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
+                n = _int(params["lines"], "lines", 0, MAX_STATEMENT_LINES) if "lines" in params else None
+            if cid is not None:
+                customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid))
+            else:
+                customer, rows = synthetic_statement(n or 0, seed)
+            with span("compute"):
+                return Raw(render_statement(customer, rows, sw["buffers"], svc.pool), _CSV)
+        return await _respond(svc, request, h, raw=True)
 
     async def config(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -357,8 +451,10 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
 
     routes = [Route("/health", health), Route("/customers/{customer_id}/export", export),
               Route("/orders/{order_id}", order), Route("/quote", quote), Route("/config/{key}", config),
+              Route("/statement", statement),
               Route("/stats", stats), Route("/openapi.json", openapi)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     middleware=[Middleware(_InFlight, counter=svc.counts)])
     app.state.service = svc
+    gclog.install(app)  # GET /gc: the process's GC pauses; the gc metric of Server-Timing
     return app

@@ -252,11 +252,16 @@ class CatalogClient(_Base):
         batch_size: ids per batch call (at most :data:`MAX_BATCH`).
         concurrency: how many calls :meth:`get_many`/:meth:`get_each` run at once (1 = serial).
         timeout: socket timeout in seconds.
+        delay_ms: a sleep added to every call on this side — an **emulation** of a farther catalog, like the
+            catalog process's own ``delay_ms`` but chosen per client, so one catalog serves a sweep of distances.
     """
 
     def __init__(self, base_url: str, *, observers: list[Observer] | None = None, batch_size: int = 50,
-                 concurrency: int = 1, timeout: float = 10.0) -> None:
+                 concurrency: int = 1, timeout: float = 10.0, delay_ms: float = 0.0) -> None:
         super().__init__(observers, batch_size, concurrency)
+        if not delay_ms >= 0:
+            raise BadInputError(f"delay_ms is an emulated delay per call in ms and must be >= 0, got {delay_ms!r}")
+        self.delay_ms = float(delay_ms)
         parts = urlsplit(base_url)
         if parts.scheme != "http" or parts.hostname not in _LOOPBACK or parts.port is None:
             raise BadInputError(f"catalog base_url must be http://127.0.0.1:<port> (loopback only), got {base_url!r}")
@@ -278,6 +283,8 @@ class CatalogClient(_Base):
         for attempt in (0, 1):
             conn = self._conn()
             t0 = _clock()
+            if self.delay_ms:
+                time.sleep(self.delay_ms / 1000)
             try:
                 conn.request("GET", path)
                 resp = conn.getresponse()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.toyshop import gclog
 from labkit.toyshop.variants import REQUEST_SWITCHES
 
 __all__ = ["openapi_schema"]
@@ -76,6 +77,8 @@ def openapi_schema() -> dict[str, Any]:
             "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")], schema=True),
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
+            "/statement": _statement_op(),
+            "/gc": gclog.OPENAPI,
             "/stats": {"get": {"summary": "requests in flight now (every request inside the app), the peak, and "
                                           "requests served; this request is not counted",
                                "responses": {"200": {"description": "OK", "content": {"application/json": {
@@ -83,3 +86,22 @@ def openapi_schema() -> dict[str, Any]:
                                        k: {"type": "integer"} for k in ("in_flight", "peak_in_flight", "served")}}}}}}}},
         },
     }
+
+
+def _statement_op() -> dict[str, Any]:
+    from labkit.toyshop.statement import MAX_STATEMENT_LINES
+
+    params = [
+        {"name": "customer_id", "in": "query", "description": "that customer's order lines (or give lines)",
+         "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}},
+        {"name": "lines", "in": "query", "description": "a statement of this many synthetic lines (or give "
+         "customer_id)", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_STATEMENT_LINES}},
+        {"name": "seed", "in": "query", "description": "seed of the synthetic lines",
+         "schema": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1, "default": 0}},
+    ]
+    op = _op("order lines as CSV; buffers=grow|prealloc|pooled builds the body (pooled carries lab 03's "
+             "deliberate stale-state bug)", params)
+    ok = op["get"]["responses"]["200"]
+    ok["description"] = "OK (CSV, whatever the codec)"
+    ok["content"] = {"text/csv": {"schema": {"type": "string"}}}
+    return op

@@ -15,12 +15,16 @@ are chosen at start only, because they change the process itself (garbage collec
 | compress| none, gzip, zstd        | request  | response compression (Content-Encoding)                     |
 | fields  | full, trimmed           | request  | ~30 product fields per item vs 8                            |
 | layout  | aos, soa                | request  | quote pricing over dicts vs NumPy columns (core)            |
-| buffers | grow, prealloc          | request  | fresh containers vs reused buffers (core)                   |
+| buffers | grow, prealloc, pooled  | request  | fresh containers vs reused buffers (core); pooled: a shared |
+|         |                         |          | pool with a deliberate stale-state bug (statements only)    |
 | cache   | none, local             | request  | config lookup in SQLite every time vs in-process cache      |
 | gc      | default, tuned          | process  | CPython's GC thresholds vs gc.freeze() + larger gen-0       |
 | pool    | integer >= 1 (40)       | process  | threads for blocking DB work (Starlette's default is 40)    |
 | queue   | integer >= 0 (0)        | process  | 0: unbounded wait for a pool thread; N: beyond pool + N     |
 |         |                         |          | requests in flight, answer 503 at once (load shedding)      |
+| scribble| off, on                 | process  | debug: fill released pool buffers with 0xDD (+ a red zone)  |
+| alloc   | off, census             | process  | count allocator calls per request (memray) into Server-     |
+|         |                         |          | Timing ``alloc``; serves one request at a time (pool 1)     |
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({
 DEFAULT_POOL = 40  # Starlette/anyio's default thread limiter: the baseline of the pool-sizing lesson
 #: process switches: name -> allowed values (``pool`` and ``queue`` take integers).
 PROCESS_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({"gc": ("default", "tuned"), "pool": (),
-                                                                    "queue": ()})
+                                                                    "queue": (), "scribble": ("off", "on"),
+                                                                    "alloc": ("off", "census")})
 
 
 def check_request_switch(name: str, value: str) -> str:
@@ -64,7 +69,7 @@ def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     Raises :class:`labkit.errors.BadInputError` naming an unknown switch or a bad value.
     """
     out: dict[str, Any] = {name: values[0] for name, values in REQUEST_SWITCHES.items()}
-    out.update(gc="default", pool=DEFAULT_POOL, queue=0)
+    out.update(gc="default", pool=DEFAULT_POOL, queue=0, scribble="off", alloc="off")
     for name, value in (variants or {}).items():
         if name == "queue":
             if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
@@ -78,10 +83,13 @@ def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
                 raise BadInputError(f"variant pool={value!r}: the thread-pool size must be an integer 1–1024 "
                                     f"(Starlette's default is {DEFAULT_POOL}; try 1 or 2 for SQLite work)")
             out["pool"] = int(value)
-        elif name == "gc":
-            if value not in PROCESS_SWITCHES["gc"]:
-                raise BadInputError(f"bad value {value!r} for switch 'gc': use 'default' or 'tuned'")
-            out["gc"] = value
+        elif name in ("gc", "scribble", "alloc"):
+            if value not in PROCESS_SWITCHES[name]:
+                raise BadInputError(f"bad value {value!r} for switch {name!r}: use one of "
+                                    f"{', '.join(PROCESS_SWITCHES[name])}")
+            out[name] = value
         else:
             out[name] = check_request_switch(name, value)
+    if out["alloc"] == "census":  # the census is process-wide: one request at a time, so one pool thread
+        out["pool"] = 1
     return out

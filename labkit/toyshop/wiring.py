@@ -15,6 +15,7 @@ from labkit import trace
 from labkit.toyshop.core import (
     MEDIA_TYPES,
     TRIMMED_FIELDS,
+    BufferPool,
     ConfigCache,
     OrderLines,
     compress,
@@ -26,7 +27,7 @@ from labkit.toyshop.core import (
 from labkit.toyshop.negotiate import SCHEMA_FORMATS, SERVED_FORMATS, NotAcceptable, choose, media_type
 
 __all__ = ["encode", "MEDIA_TYPES", "trim_export", "TRIMMED_FIELDS", "quote_payload", "ConfigCache", "negotiate",
-           "serialize", "NotAcceptable"]
+           "serialize", "NotAcceptable", "BufferPool"]
 _PLAIN = tuple(f for f in SERVED_FORMATS if f not in SCHEMA_FORMATS)
 
 

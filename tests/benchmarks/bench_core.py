@@ -25,13 +25,13 @@ import os
 import sqlite3
 import sys
 
+from labkit.alloc import count as count_allocations
 from labkit.compare import compare
 from labkit.stats import format_duration
 from labkit.toyshop.core import (
     QUOTE_KERNELS,
     ConfigCache,
     OrderLines,
-    count_allocations,
     encode_products,
     make_order_lines,
     make_products,

@@ -8,7 +8,8 @@ pick one per request (``/quote?layout=soa&buffers=prealloc``, ``?codec=orjson&fi
 Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DEFAULTS`:
 
     layout   aos | soa                quote pricing over per-line dicts vs NumPy columns
-    buffers  grow | prealloc          fresh containers per call vs reused per-thread buffers
+    buffers  grow | prealloc | pooled fresh containers per call vs reused per-thread buffers; pooled:
+                                      a shared pool (statements only) with lab 03's stale-state bug
     codec    json | orjson | msgspec | msgpack | protobuf   response encoding (pickle: encode() only)
     compress none | gzip | zstd       response compression
     fields   full | trimmed           32 product fields per item vs 8
@@ -62,18 +63,22 @@ Config cache (:mod:`.cache`):
     (80/20 key pattern: labkit.toyshop.dataset.skewed_config_keys). ``tests/benchmarks/bench_core.py``
     prints none against local over in-memory SQLite, with the hit ratio.
 
-Allocations (:mod:`.allocs`):
+Statements (:mod:`.statement`) — a customer's order lines as CSV bytes, built three ways:
 
-    count_allocations(fn, *args, warmup=1, census=True, **kwargs) -> AllocationCount(blocks, size_bytes,
-        peak_bytes, gc_collections, allocations, result)
-      blocks/size_bytes: net growth left by the call (tracemalloc); peak_bytes: high-water mark during it;
-      gc_collections: cyclic-GC runs during it; allocations: every allocator call, freed or not (memray;
-      None without memray); ``tests/benchmarks/bench_core.py`` prints them for each variant
+    statement_grow / statement_prealloc / statement_pooled  (customer, rows) -> bytes
+    statement_lines(customer, rows) -> the encoded lines, one at a time (what every kernel writes)
+    STATEMENT_KERNELS[buffers]; make_statement_rows(n, seed=0) -> synthetic rows
+    BufferPool(scribble=False).acquire() -> bytearray / .release(buf, used); POOL; SENTINEL; RED_ZONE
+
+    grow concatenates bytes (quadratic); prealloc overwrites this thread's reused bytearray in place;
+    pooled takes buffers from a shared pool and returns the *whole* buffer: a deliberate stale-state bug
+    (a shorter statement carries a longer, earlier one's tail), reachable only with buffers=pooled.
+
+Allocation counts are measured from outside the service: :mod:`labkit.alloc`.
 
 Errors are :class:`labkit.errors.BadInputError` (a ``ValueError``) naming the bad argument and what to use.
 """
 
-from labkit.toyshop.core.allocs import AllocationCount, count_allocations
 from labkit.toyshop.core.cache import CacheStats, ConfigCache
 from labkit.toyshop.core.compression import CODINGS, compress, decompress
 from labkit.toyshop.core.encoding import (
@@ -110,6 +115,18 @@ from labkit.toyshop.core.pricing import (
     release_buffers,
 )
 from labkit.toyshop.core.schemas import SCHEMAS
+from labkit.toyshop.core.statement import (
+    POOL,
+    RED_ZONE,
+    SENTINEL,
+    STATEMENT_KERNELS,
+    BufferPool,
+    make_statement_rows,
+    statement_grow,
+    statement_lines,
+    statement_pooled,
+    statement_prealloc,
+)
 from labkit.toyshop.core.variants import DEFAULTS, VARIANTS, check_variant, resolve_variants
 
 __all__ = [
@@ -150,6 +167,14 @@ __all__ = [
     "make_products",
     "ConfigCache",
     "CacheStats",
-    "AllocationCount",
-    "count_allocations",
+    "statement_grow",
+    "statement_prealloc",
+    "statement_pooled",
+    "STATEMENT_KERNELS",
+    "BufferPool",
+    "POOL",
+    "SENTINEL",
+    "RED_ZONE",
+    "make_statement_rows",
+    "statement_lines",
 ]

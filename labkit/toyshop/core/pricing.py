@@ -38,6 +38,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from labkit.errors import BadInputError
+
 # re-exported: the service imports OrderLines and make_order_lines from here
 from labkit.toyshop.core.lines import (  # _MAX_TAX_CLASSES: the reusable per-class accumulators' slots
     _MAX_TAX_CLASSES,
@@ -317,5 +319,8 @@ def quote(lines: OrderLines, *, layout: str = "aos", buffers: str = "grow") -> Q
 
     Raises :class:`labkit.errors.BadInputError` for an unknown switch value (naming the allowed values).
     """
-    kernel = QUOTE_KERNELS[(check_variant("layout", layout), check_variant("buffers", buffers))]
+    kernel = QUOTE_KERNELS.get((check_variant("layout", layout), check_variant("buffers", buffers)))
+    if kernel is None:
+        raise BadInputError(f"the quote kernels have no buffers={buffers!r} variant (it belongs to the statement "
+                            "kernels); use buffers='grow' or 'prealloc'")
     return kernel(lines)

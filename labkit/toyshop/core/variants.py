@@ -18,7 +18,9 @@ __all__ = ["VARIANTS", "DEFAULTS", "check_variant", "resolve_variants"]
 VARIANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "layout": ("aos", "soa"),  # quote pricing: per-line dicts vs numpy columns
-        "buffers": ("grow", "prealloc"),  # quote pricing: fresh containers vs reused buffers
+        # quote pricing and statements: fresh containers vs reused per-thread buffers; pooled (statements
+        # only) is a shared pool carrying lab 03's deliberate stale-state bug
+        "buffers": ("grow", "prealloc", "pooled"),
         "codec": ("json", "orjson", "msgspec", "msgpack", "protobuf"),  # response encoding (pickle: core only)
         "compress": ("none", "gzip", "zstd"),  # response compression (Content-Encoding)
         "fields": ("full", "trimmed"),  # product fields per response item: ~30 vs 8

@@ -1,0 +1,23 @@
+"""What memory costs: allocation counts per call and per request.
+
+    from labkit import alloc
+    a = alloc.count(build_report, rows)          # medians over 5 calls: allocations, bytes_allocated, blocks,
+                                                 # size_bytes, peak_bytes, gc_collections (per-call values kept)
+    c = alloc.compare(build_report, build_report_fast, rows)   # side by side, with candidate/baseline ratios
+    with alloc.Census() as census:               # every allocator call in a block (memray), e.g. one request
+        handle(request)
+    census.allocations
+
+Counting is never timing: the tracers slow the code they watch, so nothing here holds a time
+(time the untraced code with :func:`labkit.bench` or :func:`labkit.compare`). What each number can and
+cannot see is in :mod:`labkit.alloc.counts` and :mod:`labkit.alloc.census`. The package is meant to hold
+the rest of "what memory costs" beside them (the GC pause recorder lives here too).
+"""
+
+from labkit.alloc.census import Census, census_unavailable
+from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
+from labkit.alloc.pauses import GCPauses, PauseRecorder
+from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
+
+__all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
+           "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison"]

@@ -1,0 +1,56 @@
+"""``labkit new-review NAME``: start a design-review notebook from a template that runs as is on toyshop.
+
+The template (``review_template.ipynb`` beside this module) walks the loop a review needs: the question; the
+baseline and the candidate(s); the hypothesis with napkin math (``Experiment.plan``); the measurement
+(``labkit.compare``, then ``labkit.load`` under load); the verdict; what would change my mind. It measures a
+real toyshop change so a reviewer sees a complete, working example before replacing it with their own code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from labkit.errors import BadInputError
+
+__all__ = ["TEMPLATE", "new_review", "main"]
+
+TEMPLATE = Path(__file__).with_name("review_template.ipynb")
+
+
+def new_review(name: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None) -> Path:
+    """Copy the review template to ``NAME.ipynb`` in ``folder`` (default: the current folder).
+
+    Raises:
+        BadInputError: the name is empty, or the file already exists (it is never overwritten).
+    """
+    text = str(name).strip()
+    if not text or text in (".", "..") or text.endswith(("/", os.sep)):
+        raise BadInputError(f"new-review needs a name for the notebook, e.g. `labkit new-review orjson-export` "
+                            f"(got {str(name)!r})")
+    target = Path(folder or ".") / (text if text.endswith(".ipynb") else f"{text}.ipynb")
+    if not target.parent.is_dir():
+        raise BadInputError(f"cannot create {target}: the folder {target.parent} does not exist")
+    try:
+        with open(target, "xb") as out, open(TEMPLATE, "rb") as src:  # "x": never overwrite, even in a race
+            shutil.copyfileobj(src, out)
+    except FileExistsError:
+        raise BadInputError(f"{target} already exists and is kept as it is: choose another name, or move it "
+                            "away first") from None
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``labkit new-review NAME``."""
+    p = argparse.ArgumentParser(
+        prog="labkit new-review",
+        description="Copy the design-review template to NAME.ipynb in the current folder (never overwriting).")
+    p.add_argument("name", help="the new notebook's name (NAME or NAME.ipynb)")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    path = new_review(args.name)
+    print(f"wrote {path}: it runs as is on toyshop. Open it in JupyterLab, replace the example with your "
+          f"question, baseline and candidate, then: labkit report {path} --quick")
+    return 0

@@ -1,0 +1,280 @@
+"""Running a notebook for a report: parameters checked, papermill with a progress bar, one folder per run.
+
+    run = execute("notebooks/02_nplusone.ipynb", {"QUICK": True})
+    run.folder     # results/reports/02_nplusone-20261130-170236/ holds the executed notebook, every result the
+                   # run saved (the kernel's PERFLAB_RESULTS points there) and report.json (this record)
+
+A failing cell stops the run with a :class:`~labkit.errors.NotebookError` that names the cell and shows its
+error; the run's record says ``failed``. Nothing here renders: :mod:`labkit.report.html` does that.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import datetime as dt
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import BadInputError, NotebookError, ResultsError
+from labkit.fingerprint import fingerprint
+from labkit.results import Saveable, read_json, results_dir, write_json_atomic
+
+__all__ = ["ReportRun", "execute", "parse_parameters", "check_notebook", "check_parameters", "git_state"]
+
+RECORD = "report.json"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class ReportRun(Saveable):
+    """One run of a notebook for a report, saved as ``report.json`` in the run's folder.
+
+    Attributes:
+        notebook: the source notebook (absolute path).
+        folder: the run's folder: the executed notebook, the results it saved, this record.
+        parameters: what was passed to the notebook's ``parameters`` cell.
+        started_at, finished_at: ISO timestamps (UTC).
+        status: ``running``, ``executed`` (every cell ran), ``complete`` (the HTML is written) or ``failed``.
+        duration_s: how long the notebook ran.
+        error: why it failed (the cell and its error), when it did.
+        html: the report's path, once written.
+        git: the notebook's repository: ``{"repository", "commit", "dirty", "notebook_committed"}``, or None.
+        fingerprint: the machine when the run started (:func:`labkit.fingerprint`).
+    """
+
+    KIND = "report-run"
+
+    notebook: str
+    folder: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    status: str = "running"
+    finished_at: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    html: str | None = None
+    git: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The notebook's name without ``.ipynb``."""
+        return Path(self.notebook).stem
+
+    @property
+    def executed(self) -> Path:
+        """Where the executed notebook is written (inside the run's folder)."""
+        return Path(self.folder) / f"{self.name}.ipynb"
+
+    def save(self, path: str | os.PathLike[str] | None = None) -> Path:  # type: ignore[override]
+        """Write the record to ``report.json`` in the run's folder (or to ``path``)."""
+        return write_json_atomic(path or Path(self.folder) / RECORD, self.to_dict())
+
+    @classmethod
+    def find(cls, folder: str | os.PathLike[str]) -> ReportRun | None:
+        """The record of the run kept in ``folder``, or None when the folder holds none."""
+        path = Path(folder) / RECORD
+        return cls.from_dict(read_json(path, kind=cls.KIND)) if path.is_file() else None
+
+
+def parse_parameters(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["ROUNDS=10", "NAME=orjson"]`` → ``{"ROUNDS": 10, "NAME": "orjson"}``.
+
+    Values are read as Python literals (numbers, True/False/None, quoted strings, tuples, lists, dicts);
+    anything else is kept as text, as papermill's own command line does.
+    """
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise BadInputError(f"-p {pair!r}: write each parameter as NAME=VALUE, e.g. -p ROUNDS=10 "
+                                "or -p 'SIZES=(10, 100)'")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = text
+        if not _plain(value):
+            raise BadInputError(f"-p {pair!r}: a parameter is a number, text, True/False/None, or a list, tuple or "
+                                "dict of those (it is written into the notebook and kept in report.json)")
+        params[name] = value
+    return params
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def check_notebook(notebook: str | os.PathLike[str]) -> Path:
+    """The notebook's absolute path, after checking it exists and is a readable notebook."""
+    import nbformat
+
+    path = Path(notebook).expanduser()
+    if path.is_dir():
+        raise BadInputError(f"{path} is a folder: pass a notebook file, e.g. {path}/02_nplusone.ipynb")
+    if path.suffix != ".ipynb":
+        raise BadInputError(f"{path} is not a notebook (.ipynb): pass the notebook to report on")
+    if not path.is_file():
+        raise BadInputError(f"no notebook at {path}: check the path (relative to {Path.cwd()})")
+    try:
+        nbformat.read(path, as_version=4)
+    except Exception as e:  # nbformat raises a zoo of JSON and schema errors
+        raise BadInputError(f"{path} is not a readable notebook ({type(e).__name__}: {e}); "
+                            "open it in JupyterLab to repair it") from e
+    return path.resolve()
+
+
+def check_parameters(notebook: Path, params: dict[str, Any]) -> None:
+    """Refuse a parameter the notebook's ``parameters`` cell does not declare (a typo would be ignored)."""
+    import papermill
+
+    if not params:
+        return
+    declared = papermill.inspect_notebook(str(notebook))
+    if not declared:
+        raise BadInputError(f"{notebook.name} has no cell tagged 'parameters', so {sorted(params)} cannot be "
+                            "set: tag the cell that holds its knobs 'parameters' (View → Cell metadata)")
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        what = "QUICK (from --quick)" if unknown == ["QUICK"] else ", ".join(unknown)
+        raise BadInputError(f"{notebook.name} has no parameter {what}; its parameters are "
+                            f"{', '.join(declared)}")
+
+
+def git_state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The git commit of the repository holding ``path``, whether its tracked files have uncommitted
+    changes, and whether ``path`` itself is committed unchanged; None outside a repository."""
+    where = Path(path).resolve()
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(where.parent), *args], capture_output=True, text=True, timeout=5)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0:
+            return None
+        head = git("rev-parse", "--short", "HEAD")
+        status = git("status", "--porcelain", "--untracked-files=no")
+        mine = git("status", "--porcelain", "--untracked-files=all", "--", str(where))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"repository": top.stdout.strip(), "commit": head.stdout.strip() or None,
+            "dirty": bool(status.stdout.strip()), "notebook_committed": not mine.stdout.strip()}
+
+
+def _new_folder(root: Path, name: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 100):
+        folder = root / (f"{name}-{stamp}" if n == 1 else f"{name}-{stamp}-{n}")
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise ResultsError(f"cannot create the run's folder {folder}: {e.strerror or e}. Choose a "
+                               "writable place (set PERFLAB_RESULTS=/some/dir)") from e
+    raise ResultsError(f"too many runs of {name} this second in {root}")
+
+
+@contextlib.contextmanager
+def _results_into(folder: Path) -> Iterator[None]:
+    # the kernel inherits this process's environment: what the notebook saves lands in the run's folder
+    before = os.environ.get("PERFLAB_RESULTS")
+    os.environ["PERFLAB_RESULTS"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PERFLAB_RESULTS", None)
+        else:
+            os.environ["PERFLAB_RESULTS"] = before
+
+
+def _failed_cell(notebook: Path, error: Any, executed: Path) -> str:
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    number = next((i + 1 for i, c in enumerate(cells) if c.source == error.source), None)
+    where = f"cell {number} of {notebook.name}" if number else f"a cell of {notebook.name}"
+    first = next((line for line in error.source.splitlines() if line.strip()), "")
+    trace = _ANSI.sub("", "\n".join(error.traceback)).strip().splitlines()
+    shown = "\n".join(["    " + line for line in trace[-25:]])
+    return (f"{where} (In [{error.exec_count}]: {first.strip()[:80]}) raised {error.ename}: {error.evalue}\n"
+            f"{shown}\nThe executed notebook, up to that cell, is kept at {executed}; no report was written.")
+
+
+def _kernel_of(notebook: Path) -> str:
+    import nbformat
+
+    spec = nbformat.read(notebook, as_version=4).metadata.get("kernelspec") or {}
+    return spec.get("name") or "python3"
+
+
+def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
+            root: str | os.PathLike[str] | None = None, progress: bool = True,
+            start_timeout: float = 60) -> ReportRun:
+    """Run ``notebook`` top to bottom with ``parameters`` in a new folder of its own, and return its record.
+
+    Args:
+        notebook: the ``.ipynb`` to run; its cells run with the notebook's folder as working directory.
+        parameters: values for the notebook's ``parameters`` cell (each must be declared there).
+        root: where run folders go (default: ``reports/`` under :func:`labkit.results.results_dir`).
+        progress: show papermill's per-cell progress bar (on stderr).
+        start_timeout: seconds to wait for the kernel to start.
+
+    Raises:
+        BadInputError: no such notebook, or a parameter it does not declare.
+        NotebookError: a cell raised (naming the cell, with its error) or the kernel could not run it.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    path = check_notebook(notebook)
+    params = dict(parameters or {})
+    check_parameters(path, params)
+    folder = _new_folder(Path(root) if root is not None else results_dir() / "reports", path.stem).resolve()
+    run = ReportRun(str(path), str(folder), params, _now(), git=git_state(path), fingerprint=fingerprint())
+    run.save()
+    t0 = time.perf_counter()
+
+    def finish(status: str, error: str | None = None) -> ReportRun:
+        done = dataclasses.replace(run, status=status, error=error, finished_at=_now(),
+                                   duration_s=round(time.perf_counter() - t0, 3))
+        done.save()
+        return done
+
+    try:
+        with _results_into(folder):
+            papermill.execute_notebook(str(path), str(run.executed), parameters=params,
+                                       kernel_name=_kernel_of(path), cwd=str(path.parent),
+                                       progress_bar=progress, log_output=False, start_timeout=start_timeout)
+    except PapermillExecutionError as e:
+        message = _failed_cell(path, e, run.executed)
+        finish("failed", message)
+        raise NotebookError(message) from None
+    except KeyboardInterrupt:
+        finish("failed", "interrupted (Ctrl-C)")
+        raise
+    except Exception as e:  # the kernel died, did not start, or a cell timed out: say so, keep the record
+        message = (f"{path.name} could not be run to the end: {type(e).__name__}: {e}. The executed part is "
+                   f"kept at {run.executed}; no report was written.")
+        finish("failed", message)
+        raise NotebookError(message) from e
+    return finish("executed")

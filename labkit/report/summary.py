@@ -1,0 +1,171 @@
+"""The top of a report, as HTML: the question, what changed against the baseline, the experiments, the
+parameters and the environment. Pure functions of values already measured; nothing here runs anything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from labkit.report.diff import Change, Concluded
+
+__all__ = ["top", "experiments_table", "baseline_banner", "environment_table", "parameters_table"]
+
+_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "same": "#57606a", "inconclusive": "#9a6700",
+            "better": "#1a7f37", "worse": "#cf222e", "unchanged": "#57606a", "confirmed": "#1a7f37",
+            "refuted": "#cf222e"}
+
+CSS = """
+.labkit-report { font-family: var(--jp-content-font-family, sans-serif); font-size: 14px; line-height: 1.45;
+  max-width: 1100px; margin: 0 auto 24px; padding: 16px 20px; border: 1px solid #d0d7de; border-radius: 6px; }
+.labkit-report h2 { font-size: 17px; margin: 18px 0 6px; }
+.labkit-report table { border-collapse: collapse; margin: 4px 0 8px; }
+.labkit-report th, .labkit-report td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left;
+  vertical-align: top; }
+.labkit-report th { background: #f6f8fa; }
+.labkit-report td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.labkit-report .labkit-kicker { color: #57606a; margin: 0 0 8px; }
+.labkit-report .labkit-question { border-left: 4px solid #0969da; padding: 2px 12px; margin: 8px 0; }
+.labkit-report .labkit-banner { padding: 8px 12px; border-radius: 6px; margin: 8px 0;
+  background: #f6f8fa; border: 1px solid #d0d7de; }
+.labkit-report .labkit-banner.changed { border-color: #cf222e; background: #fff5f5; }
+.labkit-report .labkit-banner.improved { border-color: #1a7f37; background: #f3fbf5; }
+.labkit-report .labkit-hyp { max-width: 420px; font-size: 13px; color: #24292f; }
+.labkit-report .labkit-warn { color: #9a6700; }
+.labkit-widget-note { color: #57606a; font-style: italic; }
+"""
+
+
+def _tag(word: str | None) -> str:
+    if not word:
+        return "<span style='color:#57606a'>—</span>"
+    return f"<b class='labkit-{escape(word)}' style='color:{_COLOURS.get(word, '#24292f')}'>{escape(word)}</b>"
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3g}"
+
+
+def _ci(c: Concluded | None) -> str:
+    if c is None or c.ci is None:
+        return "—"
+    level = "" if round(c.confidence, 4) == 0.95 else f" ({c.confidence:.2%})"
+    return f"{c.ci[0]:.3g} – {c.ci[1]:.3g}{level}"
+
+
+def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change] | None = None) -> str:
+    """Every experiment record of the run: hypothesis, predicted vs measured ratio, interval, verdict,
+    outcome, and (with a baseline) what changed."""
+    if not experiments:
+        return ("<p>This run saved no experiment record. Plan one with <code>labkit.Experiment.plan(...)</code>, "
+                "conclude it with a comparison and <code>save()</code> it, and it appears here.</p>")
+    by_title = {c.title: c for c in changes or ()}
+    head = ["experiment", "hypothesis", "predicted ratio", "measured ratio", "interval (95 % unless said)", "verdict",
+            "outcome"]
+    if changes is not None:
+        head += ["baseline ratio [interval]", "vs baseline"]
+    def td(html: str, num: bool = False) -> str:
+        return f"<td class='num'>{html}</td>" if num else f"<td>{html}</td>"
+
+    rows = []
+    for e in experiments:
+        cells = [td(f"<b>{escape(e.title)}</b>"), td(f"<div class='labkit-hyp'>{escape(e.hypothesis)}</div>"),
+                 td(_num(e.predicted_ratio), True), td(_num(e.ratio), True), td(_ci(e), True),
+                 td(_tag(e.verdict or ("not measured" if not e.measured else None))), td(_tag(e.outcome))]
+        if changes is not None:
+            ch = by_title.get(e.title)
+            then = ch.then if ch else None
+            cells += [td(f"{_num(then.ratio if then else None)} [{_ci(then)}]", True), td(_tag(ch.status if ch else None))]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    note = ("<p class='labkit-kicker'>ratio = candidate time / baseline time, measured interleaved in this run "
+            "(below 1: the candidate is faster). Outcome: did the verdict go the predicted way, within 2× of the "
+            "predicted ratio?</p>")
+    return (note + "<table class='labkit-experiments'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+            + "".join(rows) + "</table>")
+
+
+def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, now_fp: dict | None = None) -> str:
+    """The line at the very top: what changed (better/worse) against the baseline, then the rest in brief."""
+    counts = {s: sum(c.status == s for c in changes) for s in ("worse", "better", "unchanged", "new", "missing",
+                                                                "unmeasured")}
+    when = f", run {escape(then.started_at)}" if then is not None and then.started_at else ""
+    commit = then.git.get("commit") if then is not None and then.git else None
+    where = f"<code>{escape(Path(baseline).name)}</code>{when}{f', commit {escape(commit)}' if commit else ''}"
+    summary = " · ".join(f"{n} {s}" for s, n in counts.items() if n)
+    klass = "changed" if counts["worse"] else "improved" if counts["better"] else ""
+    items = "".join(f"<li>{_tag(c.status)} <b>{escape(c.title)}</b> — {escape(c.note)}</li>"
+                    for c in changes if c.changed or c.status == "missing")
+    if not items:
+        items = "<li>nothing changed: every experiment found in both runs has overlapping ratio intervals</li>" \
+            if counts["unchanged"] else "<li>no experiment could be compared (none found in both runs)</li>"
+    warn = ""
+    then_fp = then.fingerprint if then is not None else None
+    if then_fp and now_fp:
+        keys = ("cpu_model", "cores_usable", "python")
+        moved = [k for k in keys if then_fp.get(k) != now_fp.get(k)]
+        if moved:
+            warn = (f"<p class='labkit-warn'>The baseline ran on a different machine or Python ({', '.join(moved)} "
+                    "differ): ratios travel better than times, but read changes with care.</p>")
+    return (f"<div class='labkit-banner {klass}'><b>Against the baseline</b> {where}: {summary or 'nothing to compare'}"
+            f"<ul>{items}</ul><span class='labkit-kicker'>Compared by title, ratio interval now vs then — never raw "
+            f"samples across runs.</span>{warn}</div>")
+
+
+def parameters_table(passed: dict[str, Any], declared: dict[str, Any]) -> str:
+    """The notebook's parameters: the values passed for this run, and the others at their defaults."""
+    rows = [f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(repr(v))}</code></td><td>set for this run</td>"
+            f"</tr>" for k, v in passed.items()]
+    rows += [f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(str(d.get('default')))}</code></td>"
+             f"<td>the notebook's default</td></tr>" for k, d in declared.items() if k not in passed]
+    if not rows:
+        return "<p>The notebook has no parameters cell; it ran as written.</p>"
+    return "<table><tr><th>parameter</th><th>value</th><th></th></tr>" + "".join(rows) + "</table>"
+
+
+def _git_row(git: dict[str, Any] | None) -> str:
+    if not git:
+        return "not in a git repository"
+    dirty = "<b class='labkit-warn'>dirty</b> (uncommitted changes to tracked files)" if git.get("dirty") else "clean"
+    mine = "" if git.get("notebook_committed", True) else "; <b class='labkit-warn'>the notebook itself has " \
+        "uncommitted changes or is not committed</b>"
+    return f"commit <code>{escape(str(git.get('commit')))}</code>, {dirty}{mine} — {escape(str(git.get('repository')))}"
+
+
+def environment_table(fp: dict[str, Any], git: dict[str, Any] | None) -> str:
+    """The machine and software the run measured on (the fingerprint at the start of the run)."""
+    gib = (fp.get("memory_total_bytes") or 0) / 2**30
+    avail = (fp.get("memory_available_bytes") or 0) / 2**30
+    lc = fp.get("git_commit") or "unknown"
+    rows = [
+        ("notebook's repository", _git_row(git)),
+        ("labkit", f"{escape(str(fp.get('packages', {}).get('labkit', '?')))}, commit <code>"
+                   f"{escape(lc.replace('+dirty', ''))}</code>{' (dirty)' if lc.endswith('+dirty') else ''}"),
+        ("CPU", escape(f"{fp.get('cpu_model')} — {fp.get('cores_usable')} usable of {fp.get('cores_logical')} "
+                       f"logical cores; caches {fp.get('caches')}")),
+        ("memory", f"{gib:.1f} GiB, {avail:.1f} GiB available at the start"),
+        ("load average at the start", escape(str(fp.get("load_average")))),
+        ("CPU governor", escape(str(fp.get("cpu_governor")))),
+        ("OS", escape(str(fp.get("os")))),
+        ("Python", escape(f"{fp.get('python')} ({fp.get('python_implementation')})")),
+        ("packages", escape(", ".join(f"{k} {v}" for k, v in (fp.get("packages") or {}).items()))),
+    ]
+    return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def top(*, title: str, question_html: str, kicker: str, experiments: Sequence[Concluded],
+        changes: Sequence[Change] | None, baseline: str | None, baseline_run: Any, parameters: dict[str, Any],
+        declared: dict[str, Any], fingerprint: dict[str, Any], git: dict[str, Any] | None,
+        notes: Sequence[str] = ()) -> str:
+    """The whole summary section placed above the notebook in the report."""
+    parts = [f"<section class='labkit-report' id='labkit-report'><style>{CSS}</style>",
+             f"<p class='labkit-kicker'>{kicker}</p>"]
+    if changes is not None and baseline is not None:
+        parts.append(baseline_banner(changes, baseline, baseline_run, fingerprint))
+    parts.append(f"<div class='labkit-question'>{question_html}</div>")
+    parts += [f"<h2>Experiments ({len(experiments)})</h2>", experiments_table(experiments, changes)]
+    parts += ["<h2>Parameters</h2>", parameters_table(parameters, declared)]
+    parts += ["<h2>Environment</h2>", environment_table(fingerprint, git)]
+    parts += [f"<p class='labkit-kicker'>{escape(n)}</p>" for n in notes]
+    parts.append(f"<p class='labkit-kicker'>Below: {escape(title)} as it ran, every output kept.</p></section>")
+    return "".join(parts)

@@ -1,0 +1,200 @@
+"""labkit.alloc: allocation counts per call (tracemalloc + a memray census), their values, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import tracemalloc
+
+import pytest
+
+import labkit
+from labkit import alloc
+from labkit.alloc import AllocationCount, AllocComparison, Census
+from labkit.errors import BadInputError, ProbeUnavailable
+from labkit.toyshop.core import encode_products, make_products
+
+memray = pytest.importorskip("memray")
+
+
+def keep() -> list[str]:
+    return [str(i) * 3 for i in range(2_000)]  # 2,000 new strings alive at return
+
+
+def churn() -> int:
+    held = [{"i": i} for i in range(5_000)]  # 5,000 dicts alive at once: gen-0 collections fire
+    return len(held)
+
+
+def test_count_sees_survivors_peaks_and_collections():
+    kept = alloc.count(keep, calls=3)
+    assert kept.blocks >= 2_000 and kept.size_bytes > 2_000 * 50 and kept.peak_bytes > 2_000 * 50
+    churned = alloc.count(churn, calls=3)
+    assert churned.blocks < 50 and churned.peak_bytes > 200_000
+    assert churned.gc_collections[0] >= 1
+    assert kept.allocations >= 2_000 and churned.allocations >= 5_000
+    assert "alive after the call" in str(churned) and "medians of 3 calls" in str(churned)
+
+
+def test_census_counts_freed_temporaries_too():
+    products = make_products(20)
+    by_codec = {c: alloc.count(encode_products, products, codec=c, calls=3) for c in ("json", "orjson")}
+    # json builds an intermediate str, escapes, then encodes; orjson writes bytes straight away
+    assert by_codec["json"].allocations > 2 * by_codec["orjson"].allocations > 0
+    assert by_codec["json"].bytes_allocated > by_codec["orjson"].bytes_allocated > 0
+    assert all(a.blocks <= 20 for a in by_codec.values())  # but nearly nothing survives either call
+    assert alloc.count(lambda: None, calls=3).allocations <= 5  # the tracker's own few are subtracted
+
+
+def test_summaries_are_medians_and_per_call_values_are_kept():
+    sizes = iter([10, 1_000, 100, 10, 10, 10])  # warm-up, then three counted calls: 1,000, 100, 10
+
+    def varying() -> None:
+        n = next(sizes)
+        held = [str(i + 1_000) for i in range(n)]  # n new ints and n new strings, alive together
+        assert held
+
+    a = alloc.count(varying, calls=3, census=False)
+    assert len(a.peak_bytes_per_call) == 3 and a.calls == 3
+    assert a.peak_bytes_per_call[0] > a.peak_bytes_per_call[1] > a.peak_bytes_per_call[2]
+    assert a.peak_bytes == a.peak_bytes_per_call[1]  # the middle one
+    frame = a.to_frame()
+    assert list(frame["call"]) == [0, 1, 2] and list(frame["peak_bytes"]) == list(a.peak_bytes_per_call)
+    assert {"allocations", "bytes_allocated", "blocks", "size_bytes", "gc0", "gc1", "gc2"} <= set(frame.columns)
+
+
+def test_warmup_calls_are_not_counted():
+    cache: list[bytes] = []
+
+    def fills_once() -> int:
+        if not cache:
+            cache.append(bytes(1_000_000))  # a one-time cost, like a lazily built buffer
+        return len(cache[0])
+
+    assert alloc.count(fills_once, calls=2, warmup=1).bytes_allocated < 10_000
+    cache.clear()
+    cold = alloc.count(fills_once, calls=1, warmup=0, census=False)
+    assert cold.size_bytes >= 1_000_000
+
+
+def test_results_save_and_load(tmp_path):
+    c = alloc.compare(keep, lambda: None, calls=2, names=("keep", "nothing"))
+    assert isinstance(c, AllocComparison) and c.ratio("allocations") < 0.01
+    assert c.ratios["blocks"] == c.candidate.blocks / c.baseline.blocks
+    back = AllocComparison.load(c.save(tmp_path / "c.json"))
+    assert back == c and isinstance(back.baseline, AllocationCount)
+    assert back.baseline.gc_collections_per_call == c.baseline.gc_collections_per_call
+    one = AllocationCount.load(c.baseline.save(tmp_path / "a.json"))
+    assert one == c.baseline and one.allocations == c.baseline.allocations
+    frame = c.to_frame()
+    assert list(frame["metric"][:2]) == ["allocations", "bytes_allocated"]
+    assert "counts, not times" in str(c)
+    with pytest.raises(BadInputError, match="unknown metric"):
+        c.ratio("speed")
+
+
+def test_counting_is_never_timing():
+    a = alloc.count(list, calls=1, census=False)
+    # WHEN a count is handed to the timing comparison THEN it says what to use instead
+    with pytest.raises(BadInputError, match="no times.*labkit.bench"):
+        labkit.compare(a, a)
+    assert not any(f.endswith("_ns") or "time" in f for f in AllocationCount.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("fn, match", [(None, "fn must be a callable"), (42, "fn must be a callable"),
+                                       ([1, 2], "fn must be a callable")])
+def test_not_callable_is_a_clear_error(fn, match):
+    with pytest.raises(BadInputError, match=match):
+        alloc.count(fn)
+
+
+def test_a_call_result_instead_of_the_function_says_so():
+    with pytest.raises(BadInputError, match="did you call it"):
+        alloc.count(keep())
+
+
+def test_coroutine_function_is_refused_with_a_way_out():
+    async def fetch() -> int:
+        return 1
+
+    with pytest.raises(BadInputError, match="coroutine function.*asyncio.run"):
+        alloc.count(fetch)
+    assert alloc.count(lambda: asyncio.run(fetch()), calls=1, census=False).calls == 1
+
+
+@pytest.mark.parametrize("kw, match", [({"calls": 0}, "calls"), ({"warmup": -1}, "warmup"),
+                                       ({"calls": 2.5}, "calls")])
+def test_bad_counts_are_clear_errors(kw, match):
+    with pytest.raises(BadInputError, match=match):
+        alloc.count(list, **kw)
+
+
+def test_census_steps_aside_for_another_memray_tracker(tmp_path):
+    with memray.Tracker(str(tmp_path / "outer.bin")):
+        counted = alloc.count(lambda: [str(i) for i in range(100)], calls=1)
+    assert counted.allocations is None and counted.bytes_allocated is None
+    assert "another memray tracker" in counted.census_note
+    assert counted.blocks >= 100  # tracemalloc still counted
+    assert "allocations not counted (another memray tracker" in str(counted)
+
+
+def test_memray_missing_is_a_labelled_none(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_memray(name, *args, **kwargs):
+        if name == "memray" or name.startswith("memray."):
+            raise ImportError("No module named 'memray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_memray)
+    a = alloc.count(list, calls=1)
+    assert a.allocations is None and "memray is not installed" in a.census_note
+    with pytest.raises(ProbeUnavailable, match="pip install memray"):
+        Census().start()
+    assert alloc.count(list, calls=1, census=False).census_note == "census=False"
+
+
+def test_tracers_stop_when_the_function_raises():
+    def boom() -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        alloc.count(boom, warmup=0)
+    assert not tracemalloc.is_tracing()
+    with Census() as c:  # a new census can start: nothing was left running
+        [str(i) for i in range(50)]
+    assert c.allocations >= 50
+
+
+def test_a_tracemalloc_already_running_is_kept_running_and_noted():
+    tracemalloc.start()
+    try:
+        a = alloc.count(keep, calls=1, census=False)
+        assert tracemalloc.is_tracing() and a.blocks >= 2_000
+        assert any("already tracing" in n for n in a.notes)
+    finally:
+        tracemalloc.stop()
+
+
+def test_census_forms_and_misuse():
+    c = Census().start()
+    data = [bytes(100) for _ in range(300)]
+    c.stop()
+    assert c.allocations >= 300 and c.bytes_allocated >= 300 * 100 and data
+    assert "allocations=" in repr(c)
+    with pytest.raises(ProbeUnavailable, match="not started"):
+        Census().stop()
+    running = Census().start()
+    try:
+        with pytest.raises(ProbeUnavailable, match="another memray tracker"):
+            Census().start()
+    finally:
+        running.stop()
+
+
+def test_keyword_named_like_an_option_goes_through_partial():
+    def f(calls: int) -> list[int]:
+        return list(range(calls))
+
+    assert alloc.count(functools.partial(f, calls=3), calls=1, census=False).calls == 1

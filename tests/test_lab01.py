@@ -1,0 +1,222 @@
+"""Lab 01's grader: a careful napkin model passes; the published table's figures, a memo of them, numbers copied
+from a measurement and a wrong count fail.
+
+Two layers: exact tests against a fake service whose Server-Timing is fixed and a synthetic table (no
+re-measuring), and GRADER_CASES against the real toyshop with a quickly measured table (bench_graders.py runs
+those 10 times).
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from typing import Any
+
+import pytest
+from graderkit import assert_grader, hard_coded, memoised
+
+from labkit.exercises import lab01
+from labkit.latency import LatencyTable, Samples
+
+KIB = 4.4  # the fake order's JSON
+
+
+def table(sqlite_ns: float = 20_000, http_ns: float = 700_000, json_ns: float = 25_000) -> LatencyTable:
+    rows = (Samples("sqlite_point_query", "q", "work", (sqlite_ns,) * 3),
+            Samples("http_health", "h", "io", (http_ns,) * 3),
+            Samples("json_encode_1k", "j", "work", (json_ns,) * 3),
+            Samples("orjson_encode_1k", "o", "work", (json_ns / 15,) * 3),
+            Samples("disk_random_read_4k", "d", "io", (), note="no O_DIRECT"))
+    return LatencyTable(rows)
+
+
+def careful(t: LatencyTable, kib: float = KIB) -> dict[str, float]:
+    ms = lambda key: t.median_ns(key) / 1e6  # noqa: E731
+    return {"queries": 2, "catalog_calls": 1, "db_ms": 2 * ms("sqlite_point_query"),
+            "catalog_ms": ms("http_health"), "serialize_ms": kib * ms("json_encode_1k")}
+
+
+class _Shop(http.server.BaseHTTPRequestHandler):
+    """A fake toyshop: every order answers the same Server-Timing (the careful model is 2–3× below it)."""
+
+    protocol_version = "HTTP/1.1"
+    timing = "parse;dur=0.04, db;dur=0.1;count=2, catalog;dur=1.4;count=1, serialize;dur=0.25, total;dur=2"
+
+    def do_GET(self):  # http.server's naming
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Server-Timing", self.timing)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def fake_url():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Shop)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def grade(napkin: Any, url: str, **kw: Any):
+    return lab01.check(napkin, table(), url=url, rounds=3, remeasure=False, **kw)
+
+
+def test_a_careful_model_passes_every_item(fake_url):
+    g = grade(careful, fake_url, seed=3)
+    assert g.passed, str(g)
+    assert [i.ok for i in g.items] == [True, True, True] and "seed 3" in g.title
+    df = g.items[-1].detail
+    assert list(df["stage"]) == ["db", "catalog", "serialize"]
+    assert df["measured_ms"].tolist() == [0.1, 1.4, 0.25]
+    assert df["yours_ms"].tolist() == pytest.approx([0.04, 0.7, 0.11])
+
+
+@pytest.mark.parametrize("key,value", [("queries", 3), ("catalog_calls", 4), ("queries", 2.5)])
+def test_a_wrong_count_fails_first_saying_what_the_server_made(fake_url, key, value):
+    g = grade(lambda t: {**careful(t), key: value}, fake_url)
+    assert not g.passed and len(g.items) == 1 and "the server made" in g.items[0].message
+
+
+@pytest.mark.parametrize("bad,words", [
+    (lambda t: None, "returned None"),
+    (lambda t: 1.5, "returned a float"),
+    (lambda t: {"queries": 2}, "has no 'catalog_calls'"),
+    (lambda t: dict.fromkeys(lab01.KEYS), "still None"),
+    (lambda t: {**careful(t), "db_ms": -1}, "≥ 0"),
+    (lambda t: {**careful(t), "db_ms": True}, "≥ 0"),
+    (lambda t: {**careful(t), "serialize_ms": 0}, "is 0 ms"),
+    (lambda t: t.median_ns("no_such_row"), "raised KeyError"),
+])
+def test_a_breakdown_that_is_not_one_fails_at_the_first_item_saying_why(fake_url, bad, words):
+    g = grade(bad, fake_url)
+    assert not g.passed and len(g.items) == 1 and words in g.items[0].message, str(g)
+
+
+def test_numbers_typed_in_fail_the_table_check_even_when_they_match_the_measurement(fake_url):
+    copied = {"queries": 2, "catalog_calls": 1, "db_ms": 0.1, "catalog_ms": 1.4, "serialize_ms": 0.25}
+    g = grade(lambda t: copied, fake_url)
+    assert [i.ok for i in g.items] == [True, False] and "typed in, not priced" in g.items[1].message
+    # one stage typed in among priced ones is caught too, and named
+    g = grade(lambda t: {**careful(t), "catalog_ms": 1.4}, fake_url)
+    assert not g.passed and "catalog_ms ×1.00" in g.items[1].message and "db_ms" not in g.items[1].message
+
+
+def test_a_small_constant_beside_a_priced_stage_is_tolerated(fake_url):
+    g = grade(lambda t: {**careful(t), "db_ms": careful(t)["db_ms"] + 0.002}, fake_url)
+    assert g.passed, str(g)
+
+
+@pytest.mark.parametrize("row,way", [("orjson_encode_1k", "too low"), ("http_health", "too high")])
+def test_a_wrong_row_lands_outside_the_band_and_says_which_way(fake_url, row, way):
+    def napkin(t):
+        out = careful(t)
+        if row == "orjson_encode_1k":  # the fast encoder, not the service's json
+            out["serialize_ms"] = KIB * t.median_ns(row) / 1e6
+        else:  # a query priced as a network round trip
+            out["db_ms"] = 2 * t.median_ns(row) / 1e6
+        return out
+    g = grade(napkin, fake_url)
+    assert [i.ok for i in g.items] == [True, True, False]
+    assert way in g.items[-1].message and "outside 5×" in g.items[-1].message
+    assert g.items[-1].detail is not None
+
+
+def test_the_band_is_the_factor_either_way(fake_url):
+    assert not lab01.check(careful, table(), url=fake_url, rounds=3, remeasure=False, factor=2).passed
+    assert lab01.check(careful, table(), url=fake_url, rounds=3, remeasure=False, factor=4).passed
+
+
+@pytest.mark.parametrize("args,words", [
+    ((3.0, table()), "pass your function"),
+    ((careful, "my table"), "pass the latency table"),
+])
+def test_wrong_arguments_are_refused_with_what_to_pass(fake_url, args, words):
+    g = lab01.check(*args, url=fake_url)
+    assert not g.passed and words in g.items[0].message
+    assert "factor must be" in lab01.check(careful, table(), url=fake_url, factor=0.5).items[0].message
+
+
+def test_the_solution_is_shown_only_after_an_attempt(fake_url):
+    lab01.EXERCISE.attempts = 0
+    assert "Try the exercise first" in lab01.solution()
+    grade(lambda t: None, fake_url)
+    assert "def my_napkin(t)" in lab01.solution()
+    assert lab01.hint(2).startswith("Hint 2 of 3") and "sqlite_point_query" in lab01.hint(2)
+
+
+# --- against the real service (GRADER_CASES; bench_graders.py runs each 10 times) ----------------------------
+
+_ENV: dict[str, Any] = {}
+
+
+def _env() -> dict[str, Any]:
+    """One toyshop and one quick table per process, made on first use (the suite may never need them)."""
+    if not _ENV:
+        from labkit import latency, service
+        from labkit.latency import network
+        from labkit.toyshop import dataset, db, export
+        from labkit.toyshop.catalog import FakeCatalog
+        from labkit.toyshop.core.encoding import encode
+
+        svc = service.start(size="small")
+        quick = latency.table(quick=True, include={"json", "sqlite", "context_switch"}, progress=False)
+        t = LatencyTable((*quick.rows, network.http_health(quick=True, url=svc.url)))
+        path = dataset.ensure("small")
+        kib = len(encode(export.order_detail(db.connect(path), FakeCatalog.from_db(path), 1), "json")) / 1024
+        measured = lab01.measure_order(svc.url, 1, rounds=20).extra["server_timing_ms"]
+        _ENV.update(svc=svc, table=t, kib=kib, measured=measured)
+    return _ENV
+
+
+def reference(t: LatencyTable) -> dict[str, float]:
+    return careful(t, _env()["kib"])
+
+
+def published(t: LatencyTable) -> dict[str, float]:
+    """The baseline: counts right, priced with published figures instead of this machine's table (a networked
+    query and a datacenter round trip, 0.5 ms each; JSON at 100 MiB/s — napkin-math's rows)."""
+    return {"queries": 2, "catalog_calls": 1, "db_ms": 2 * 0.5, "catalog_ms": 0.5,
+            "serialize_ms": _env()["kib"] * 1024 / (100 * 2**20) * 1e3}
+
+
+def copied(t: LatencyTable) -> dict[str, float]:
+    """The stages copied from a measurement of the same order (what a learner sees after one run)."""
+    st = _env()["measured"]
+    return {"queries": 2, "catalog_calls": 1, "db_ms": st["db"], "catalog_ms": st["catalog"],
+            "serialize_ms": st["serialize"]}
+
+
+def per_item(t: LatencyTable) -> dict[str, float]:
+    """The export's naive counting applied to an order: a query and a catalog call per item."""
+    return {**reference(t), "queries": 2 + 4, "catalog_calls": 4}
+
+
+class _Lazy:
+    """A cheat built on first call (hard_coded records its answers up front, which needs the service)."""
+
+    def __init__(self, build):
+        self.build, self.fn = build, None
+
+    def __call__(self, t):
+        self.fn = self.fn or self.build()
+        return self.fn(t)
+
+
+GRADER_CASES = {
+    "grade": lambda fn: lab01.check(fn, _env()["table"], url=_env()["svc"].url, rounds=15),
+    "reference": reference,
+    "baseline": published,
+    "wrong": per_item,
+    "cheats": {"memoised": memoised(published),
+               "hard-coded": _Lazy(lambda: hard_coded(copied, [(_env()["table"],)]))},
+}
+
+
+def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_answers():
+    assert_grader(**GRADER_CASES)

@@ -1,0 +1,348 @@
+"""labkit report and labkit new-review: parameters, widgets made static, the offline check, the baseline diff,
+a failing cell, the template — and reports of real runs (tiny notebooks made here, and the template).
+
+Every lab's report is built in test_notebooks.py from the run it already makes (no lab runs twice for it);
+test_browser.py opens the template's report in Chromium with the network blocked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from labkit.compare import compare
+from labkit.errors import BadInputError, NotebookError
+from labkit.record import Experiment
+from labkit.report import build, concluded_in, diff, new_review, render
+from labkit.report.diff import Concluded
+from labkit.report.review import TEMPLATE
+from labkit.report.run import ReportRun, parse_parameters
+from labkit.report.static import WIDGET_STATE, WIDGET_VIEW, external_resources, make_static
+
+# -- parameters ----------------------------------------------------------------------------------------------
+
+
+def test_parameters_are_python_literals_else_text():
+    assert parse_parameters(["ROUNDS=10", "QUICK=True", "RATE=2.5", "SIZES=(10, 100)", "NAME=orjson",
+                             "S='quoted'", "NONE=None", "EMPTY="]) == {
+        "ROUNDS": 10, "QUICK": True, "RATE": 2.5, "SIZES": (10, 100), "NAME": "orjson", "S": "quoted",
+        "NONE": None, "EMPTY": ""}
+
+
+@pytest.mark.parametrize("bad", ["ROUNDS", "=3", "1X=3", "A B=1"])
+def test_a_malformed_parameter_says_how_to_write_one(bad):
+    with pytest.raises(BadInputError, match="NAME=VALUE"):
+        parse_parameters([bad])
+
+
+@pytest.mark.parametrize("bad", ["S={1, 2}", "B=b'x'", "C=1j", "D={1: 2}"])
+def test_a_parameter_that_cannot_be_kept_is_refused(bad):
+    with pytest.raises(BadInputError, match="a number, text"):
+        parse_parameters([bad])
+
+
+# -- the baseline diff, on exact values --------------------------------------------------------------------------
+
+
+def _c(title: str, ratio: float | None, lo: float | None = None, hi: float | None = None) -> Concluded:
+    ci = (lo, hi) if lo is not None else None
+    return Concluded(title, "a hypothesis", 0.5, ratio, ci, "faster" if ratio else None, None, 0.05, None, "")
+
+
+def test_diff_marks_worse_better_unchanged_by_interval_not_by_ratio():
+    then = [_c("slowed", 0.50, 0.48, 0.52), _c("sped", 0.50, 0.48, 0.52), _c("drift", 0.50, 0.48, 0.52),
+            _c("gone", 0.5, 0.4, 0.6), _c("unmeasured", None)]
+    now = [_c("slowed", 0.60, 0.56, 0.64),      # 0.56 > 0.52 × 1.05: worse
+           _c("sped", 0.40, 0.38, 0.44),        # 0.44 < 0.48 / 1.05: better
+           _c("drift", 0.56, 0.545, 0.57),      # apart, but by less than min_effect (5 %): unchanged
+           _c("fresh", 0.3, 0.2, 0.4), _c("unmeasured", 0.5, 0.4, 0.6)]
+    got = {c.title: c.status for c in diff(now, then)}
+    assert got == {"slowed": "worse", "sped": "better", "drift": "unchanged", "fresh": "new", "gone": "missing",
+                   "unmeasured": "unmeasured"}
+    strict = {c.title: c.status for c in diff(now, then, tolerance=0.0)}
+    assert strict["drift"] == "worse"            # the strict rule the tolerance relaxes
+
+
+def test_diff_uses_the_last_concluded_record_of_a_title():
+    then = [_c("x", 0.5, 0.48, 0.52)]
+    now = [_c("x", 0.9, 0.88, 0.92), _c("x", 0.5, 0.49, 0.51), _c("x", None)]
+    [change] = diff(now, then)
+    assert change.status == "unchanged" and change.now.ratio == 0.5
+
+
+def test_a_record_gives_its_concluding_interval(tmp_path):
+    a, b = [100.0, 101.0, 99.0, 100.0] * 10, [50.0, 51.0, 49.0, 50.0] * 10
+    exp = Experiment.plan("halved", "the candidate does half the work, so half the time", predicted_ratio=0.5)
+    exp = exp.add(compare([1.0] * 40, [3.0] * 40)).conclude(compare(a, b))   # an unrelated comparison first
+    exp.save(tmp_path)
+    [c] = concluded_in(tmp_path)
+    assert c.measured and c.ratio == exp.measured_ratio == 0.5
+    assert c.ci[0] <= 0.5 <= c.ci[1] and c.verdict == "faster" and c.outcome == "confirmed"
+
+
+# -- widgets made static, and the offline check ------------------------------------------------------------------
+
+
+def _chart_spec() -> dict:
+    import altair as alt
+    import pandas as pd
+
+    return alt.Chart(pd.DataFrame({"x": [1, 2, 3], "y": [3, 1, 2]})).mark_bar().encode(x="x:O", y="y:Q").to_dict()
+
+
+def _model(name: str, **state) -> dict:
+    return {"model_module": "@jupyter-widgets/controls", "model_name": name, "model_module_version": "2.0.0",
+            "state": state}
+
+
+def _view(model_id: str) -> dict:
+    return {"output_type": "display_data", "metadata": {},
+            "data": {WIDGET_VIEW: {"model_id": model_id, "version_major": 2, "version_minor": 0},
+                     "text/plain": f"<widget {model_id}>"}}
+
+
+def _executed(extra_outputs: list | None = None) -> nbformat.NotebookNode:
+    chart = {"model_module": "anywidget", "model_name": "AnyModel", "model_module_version": "~0.11.*",
+             "state": {"_anywidget_id": "altair.jupyter.jupyter_chart.JupyterChart", "_esm": "x" * 1000,
+                       "spec": _chart_spec()}}
+    state = {
+        "c1": chart, "c2": dict(chart),
+        "bar": _model("HBoxModel", children=["IPY_MODEL_t1", "IPY_MODEL_p1", "IPY_MODEL_t2"]),
+        "t1": _model("HTMLModel", value="A/B rounds"), "p1": _model("FloatProgressModel", value=6),
+        "t2": _model("HTMLModel", value="6/6"),
+        "panel": _model("VBoxModel", children=["IPY_MODEL_ph", "IPY_MODEL_pp", "IPY_MODEL_box"]),
+        "ph": _model("HTMLModel", value="<b>How noisy is this machine?</b>"),
+        "pp": _model("FloatProgressModel", value=1), "box": _model("BoxModel", children=["IPY_MODEL_c2"]),
+    }
+    cells = [
+        new_markdown_cell("# Does batching help?\n\nThe question this run decides."),
+        new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
+        new_code_cell("charts.ab(cmp)", outputs=[_view("c1")], execution_count=1),
+        new_code_cell("compare(...)", outputs=[_view("bar"), {"output_type": "stream", "name": "stdout",
+                                                               "text": "faster\n"}], execution_count=2),
+        new_code_cell("panel", outputs=[_view("panel")], execution_count=3),
+        new_code_cell("gone", outputs=[_view("nowhere")], execution_count=4),
+        new_code_cell("table", outputs=[{"output_type": "execute_result", "execution_count": 5, "metadata": {},
+                                         "data": {"text/html": "<table><tr><td>42</td></tr></table>",
+                                                  "text/plain": "42"}}] + (extra_outputs or []),
+                      execution_count=5),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["widgets"] = {WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    nb.metadata["papermill"] = {"parameters": {"QUICK": True}, "start_time": "2026-11-30T10:00:00",
+                                "duration": 12.0}
+    return nbformat.from_dict(nb)
+
+
+def test_widgets_become_svg_charts_notes_or_nothing():
+    nb, counts = make_static(_executed())
+    assert counts == {"charts": 2, "progress_bars": 1, "widgets": 1, "missing": 1}
+    assert "widgets" not in nb.metadata                      # no widget manager needed (or fetched)
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outs if WIDGET_VIEW in o.get("data", {})]
+    svgs = [o["data"]["image/svg+xml"] for o in outs if "image/svg+xml" in o.get("data", {})]
+    assert len(svgs) == 2 and all(s.startswith("<svg") and "marks" in s for s in svgs)
+    notes = [o["data"]["text/html"] for o in outs if "labkit-widget-note" in o.get("data", {}).get("text/html", "")]
+    assert len(notes) == 2 and "How noisy is this machine?" in notes[0]
+
+
+def test_the_offline_check_finds_what_a_page_would_fetch():
+    page = """<html><head><link rel="stylesheet" href="https://cdn.example/x.css"><link rel="canonical" href="https://a">
+      <script src="https://cdn.example/vega.js"></script><script>var s = "<img src=http://no>";</script>
+      <style>@import "theme.css"; .a { background: url('http://img.example/bg.png') } .b { background: url(data:image/png;base64,AA) }</style>
+      </head><body><img src="chart.png"><img src="data:image/png;base64,AA"><a href="https://docs.example">docs</a>
+      <div style="background-image: url(//cdn.example/i.png)"></div><iframe src="flame.html"></iframe>
+      <svg><image href="https://tile.example/t.png"/><use href="#sym"/></svg></body></html>"""
+    assert external_resources(page) == [
+        "https://cdn.example/x.css", "https://cdn.example/vega.js", "theme.css", "http://img.example/bg.png",
+        "chart.png", "//cdn.example/i.png", "flame.html", "https://tile.example/t.png"]
+
+
+def test_render_puts_the_question_experiments_parameters_and_environment_on_top(tmp_path):
+    path = tmp_path / "run.ipynb"
+    nbformat.write(_executed(), path)
+    results = tmp_path / "results"
+    exp = Experiment.plan("batched export", "one call per batch instead of one per item: a fifth of the time",
+                          predicted_ratio=0.2)
+    exp.conclude(compare([100.0, 102.0, 98.0] * 10, [20.0, 21.0, 19.0] * 10)).save(results)
+    Experiment.plan("planned only", "written down, never measured in this run").save(results)
+    r = render(path, results=results)
+    top, body = r.html.split("Below: run.ipynb as it ran", 1)
+    assert "Does batching help?" in top and "Does batching help?" not in body       # moved, not repeated
+    assert "batched export" in top and "confirmed" in top and "planned only" in top and "not measured" in top
+    assert "<code>QUICK</code>" in top and "set for this run" in top
+    assert "not in a git repository" in top                                      # tmp_path is not
+    assert [e.title for e in r.experiments] == ["batched export", "planned only"] and r.changes is None
+    assert body.count("<svg") >= 2 and "<td>42</td>" in body
+    assert external_resources(r.html) == [] and "<script src" not in r.html
+
+
+def test_a_page_that_would_reach_the_network_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    # GIVEN a run whose output loads an image from the web
+    nb = _executed(extra_outputs=[{"output_type": "display_data", "metadata": {},
+                                   "data": {"text/html": "<img src='https://example.com/flame.png'>"}}])
+    folder = tmp_path / "reports" / "run-1"
+    folder.mkdir(parents=True)
+    run = ReportRun(str(tmp_path / "run.ipynb"), str(folder), {}, "2026-11-30T10:00:00", status="executed")
+    nbformat.write(nb, run.notebook)
+    nbformat.write(nb, run.executed)
+    monkeypatch.setattr("labkit.report.pipeline.execute", lambda *a, **k: run)
+    # WHEN the report is built
+    with pytest.raises(NotebookError, match="example.com/flame.png"):
+        build(run.notebook, out=tmp_path / "out.html", say=lambda line: None)
+    # THEN no HTML exists and the run says why
+    assert not (tmp_path / "out.html").exists() and not list(tmp_path.rglob("*.html"))
+    assert ReportRun.find(folder).status == "failed"
+
+
+# -- new-review -------------------------------------------------------------------------------------------------
+
+
+def test_new_review_copies_the_template_and_never_overwrites(tmp_path):
+    made = new_review("orjson-export", tmp_path)
+    assert made == tmp_path / "orjson-export.ipynb" and made.read_bytes() == TEMPLATE.read_bytes()
+    made.write_text("my edits")
+    with pytest.raises(BadInputError, match="already exists"):
+        new_review("orjson-export.ipynb", tmp_path)
+    assert made.read_text() == "my edits"
+    with pytest.raises(BadInputError, match="needs a name"):
+        new_review(" ", tmp_path)
+
+
+def test_the_template_is_a_complete_review_committed_clean():
+    nb = nbformat.read(TEMPLATE, as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "markdown" and "**Question.**" in nb.cells[0].source
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert params and "QUICK = False" in params[0].source
+    assert not [c for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    text = "\n".join(c.source for c in nb.cells)
+    for part in ("Baseline and candidate", "Hypothesis, with napkin math", "Experiment.plan", "labkit.compare",
+                 "load.run", "Verdict", "What would change my mind"):
+        assert part in text, part
+
+
+# -- the command line: checked before anything runs -------------------------------------------------------------
+
+
+def _notebook(path: Path, *sources: str, params: str = "QUICK = False") -> Path:
+    cells = [new_markdown_cell("# A tiny experiment\n\nDoes the test harness see what happened?"),
+             new_code_cell(params, metadata={"tags": ["parameters"]})] + [new_code_cell(s) for s in sources]
+    nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                            "language": "python"}})
+    nbformat.write(nb, path)
+    return path
+
+
+def test_bad_arguments_fail_fast_with_what_to_do(tmp_path, capsys, monkeypatch):
+    from labkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    nb = _notebook(tmp_path / "tiny.ipynb", "x = 1", params="QUICK = False\nROUNDS = 3")
+    cases = [(["report", "missing.ipynb"], "no notebook at missing.ipynb"),
+             (["report", str(tmp_path)], "is a folder"),
+             (["report", str(nb), "-p", "ROUND=4"], "has no parameter ROUND; its parameters are QUICK, ROUNDS"),
+             (["report", str(nb), "-p", "ROUNDS"], "NAME=VALUE"),
+             (["report", str(nb), "--quick", "-p", "QUICK=False"], "disagree"),
+             (["report", str(nb), "--baseline", str(tmp_path / "nope")], "no such folder"),
+             (["report", str(nb), "--baseline", str(tmp_path)], "holds no experiment record")]
+    for argv, message in cases:
+        assert main(argv) == 1, argv
+        assert message in capsys.readouterr().err, argv
+    assert not (tmp_path / "results").exists()      # nothing ran
+
+
+# -- real runs (a kernel each) ----------------------------------------------------------------------------------
+
+SPIN = '''
+import time
+import labkit
+
+def work(n):                     # pure CPU work, timed on this thread's CPU clock: other programs do not stretch it
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+N = 20_000
+def baseline(): work(2 * N)
+def candidate(): work(N + SLOWDOWN)          # half the work, unless a slowdown is injected
+def control_a(): work(N)
+def control_b(): work(3 * N // 2)
+
+for title, a, b, pred in (("spin: candidate", baseline, candidate, 0.5), ("spin: control", control_a, control_b, 1.5)):
+    exp = labkit.Experiment.plan(title, "the candidate does a known share of the baseline's work", predicted_ratio=pred)
+    exp.save()
+    exp = exp.conclude(labkit.compare(a, b, rounds=15, max_rounds=15, clock=time.thread_time_ns))
+    exp.save()
+    print(exp)
+'''
+
+
+@pytest.mark.slow
+def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unchanged(tmp_path, capsys, monkeypatch):
+    from labkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    nb = _notebook(tmp_path / "spin.ipynb", SPIN, params="QUICK = False\nSLOWDOWN = 0")
+    reports = tmp_path / "results" / "reports"
+
+    def report(*args: str) -> tuple[Path, str]:
+        before = {p for p in reports.glob("spin-*") if p.is_dir()} if reports.exists() else set()
+        assert main(["report", str(nb), *args]) == 0
+        out = capsys.readouterr()
+        [folder] = {p for p in reports.glob("spin-*") if p.is_dir()} - before
+        return folder, out.out + out.err
+
+    first, shown = report()
+    assert "Executing" in shown                                  # papermill's progress bar, per cell
+    same, shown = report("--baseline", str(first), "--no-progress")
+    assert "against the baseline: nothing changed" in shown
+    slowed, shown = report("--baseline", str(first), "-p", "SLOWDOWN=40_000", "--no-progress")
+    assert "against the baseline: worse — spin: candidate" in shown and "control" not in shown.split("baseline:")[-1]
+    html = Path(ReportRun.find(slowed).html).read_text()
+    banner = html[html.index("Against the baseline"):html.index("</div>", html.index("Against the baseline"))]
+    assert "1 worse" in banner and "1 unchanged" in banner and "spin: candidate" in banner
+    assert ReportRun.find(slowed).parameters == {"SLOWDOWN": 40_000}
+    then = {c.title: c for c in concluded_in(first)}
+    now = {c.title: c for c in concluded_in(slowed)}
+    assert now["spin: candidate"].ratio > 1.5 * then["spin: candidate"].ratio      # what the slowdown did
+
+
+@pytest.mark.slow
+def test_a_failing_cell_stops_the_report_naming_the_cell_and_writes_no_html(tmp_path, capsys, monkeypatch):
+    from labkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    nb = _notebook(tmp_path / "broken.ipynb", "x = 1", "ratio = x / 0", "print('never')")
+    assert main(["report", str(nb), "--no-progress", "--out", str(tmp_path / "broken.html")]) == 1
+    err = capsys.readouterr().err
+    assert "cell 4 of broken.ipynb" in err and "ratio = x / 0" in err
+    assert "ZeroDivisionError: division by zero" in err and "no report was written" in err
+    assert not list(tmp_path.rglob("*.html"))
+    [folder] = (tmp_path / "results" / "reports").glob("broken-*")
+    run = ReportRun.find(folder)
+    assert run.status == "failed" and "cell 4" in run.error and run.executed.exists()
+
+
+# -- the template's report (made once per session in conftest.py) -----------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_template_runs_as_is_and_reports_its_two_experiments(template_report):
+    t = template_report
+    assert t.made == 0 and t.code == 0 and t.run.status == "complete" and t.html.exists()
+    html = t.html.read_text()
+    top = html[:html.index("Below: review.ipynb as it ran")]
+    assert "Design review" in top and "<code>QUICK</code>" in top
+    titles = [c.title for c in concluded_in(t.run.folder)]
+    assert titles == ["batched export, customer 4", "batched export under load, customer 4"]
+    assert all(c.measured and c.verdict for c in concluded_in(t.run.folder))
+    assert html.count('class="marks"') == 2 and external_resources(html) == []
+    assert json.loads((Path(t.run.folder) / "report.json").read_text())["html"] == str(t.html)
+    assert re.search(r"commit <code>[0-9a-f]{4,}</code>", top)
