@@ -247,3 +247,15 @@ def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click
         click_panel(page)  # QUICK already ran the panel once: the click must add a second result
         assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
         assert_offline(page, failed, outside)
+
+
+def test_lab07_pool_panel_adds_a_bounded_step_and_draws_it_with_no_network(lab):
+    with browser_page(f"{lab}/lab/tree/07_tail_latency.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=420)
+        panel = page.locator(".labkit-panel").first
+        assert _results_shown(panel) == 1, panel.inner_text()  # the notebook's own step drew the first point
+        click_panel(page)                                      # the click must add the second
+        assert _results_shown(panel) == 2, panel.inner_text()
+        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
+        assert drawn >= 8, f"only {drawn} charts drawn"
+        assert_offline(page, failed, outside)
