@@ -15,6 +15,7 @@ Everything loads toyshop's ``GET /orders/{id}`` (the lab's endpoint) with the la
 4. Pool sizes: ``pool_study`` (capacity flat out, P99 at 80 % of pool=40's capacity, every pool at the same
    rate); P99(pool=40) / P99(best pool) from that study, then the same pair in interleaved rounds
    (``tail_rounds`` + ``labkit.compare``: the ratio with its interval).
+
 Figures are ratios from this one run; absolute numbers are printed beside them. The machine's load is printed
 first and with each section (``others_cores``: the CPU the rest of the machine used meanwhile).
 """
