@@ -16,7 +16,8 @@ grades, in order, stopping at the first failure:
 1. **your capacity**, deployment 1 then 2: the grader measures it (closed loop, flat out, more requests in
    flight than threads) and your prediction must lie within ``factor`` of it (default 1.5×);
 2. **your pool**, deployment 1 then 2: it must fit ``max_pool``; the grader restarts the service with it and
-   offers ``rate`` with Poisson arrivals for a few seconds: P99 must be within ``p99_ms`` and no request may fail.
+   offers ``rate`` with Poisson arrivals for a few seconds: P99 must be within ``p99_ms`` and no request may fail
+   (a run that missed while other programs kept the machine busy is measured once more, and says so).
 
 The target's rate and P99 are set from the grader's own single-request time at the draw, so a slow machine
 moves them together. A busy machine can still fail the objective: the message says when it was busy.
@@ -42,7 +43,10 @@ BANDS: dict[str, tuple[tuple[float, float], int, int, tuple[float, float]]] = {
     "far catalog, connections to spare": ((40.0, 60.0), 5, 24, (5.5, 7.0)),
     "near catalog, few connections": ((8.0, 12.0), 4, 5, (1.2, 1.8)),
 }
-P99_OVER_W = 4.0  # the objective: P99 within this many single-request times
+#: the objective: P99 within this many single-request times (W). On a busy 2-core machine a pool with headroom
+#: still sees a P99 of several W, whatever its size (the machine, not the pool); a pool without headroom queues
+#: far beyond this. bench_graders.py prints the reference's verdicts over ten gradings.
+P99_OVER_W = 10.0
 
 
 @dataclass(frozen=True)
@@ -235,12 +239,21 @@ def check(plan: Callable[[Scenario], tuple[float, int]], *, factor: float = 1.5,
                           f"{d.max_pool}", "choose at most s.max_pool threads")
         from labkit.service import start
 
+        def met(r: Any) -> bool:
+            return r.error_count == 0 and r.percentiles((99,))[99] / 1e6 <= s.p99_ms
+
+        again = ""
         with start(variants={"pool": pool}, catalog_delay_ms=d.catalog_delay_ms) as svc:
             r = run(svc.url, rate=s.rate, arrivals="poisson", duration_s=objective_s, warmup_s=0.5, paths=s.paths,
                     connections=64, progress=False, seed=seed)
+            if not met(r) and busy_note(r):  # the neighbours' load, not the pool: measured once more
+                r = run(svc.url, rate=s.rate, arrivals="poisson", duration_s=objective_s, warmup_s=0.5,
+                        paths=s.paths, connections=64, progress=False, seed=seed + 1)
+                again = " (measured twice: the machine was busy during the first run)"
         p99_ms = r.percentiles((99,))[99] / 1e6
-        said = f"{where} with pool={pool} at {s.rate:,.0f} req/s: P99 {p99_ms:,.1f} ms, {r.error_count} failed"
-        if r.error_count == 0 and p99_ms <= s.p99_ms:
+        said = (f"{where} with pool={pool} at {s.rate:,.0f} req/s: P99 {p99_ms:,.1f} ms, {r.error_count} failed"
+                f"{again}")
+        if met(r):
             return passed(f"{said} — within the objective of {s.p99_ms:,.0f} ms")
         busy = busy_note(r)
         return failed(said, f"the objective is P99 ≤ {s.p99_ms:,.0f} ms with nothing failed" +
