@@ -29,6 +29,7 @@ BUDGET_S: dict[str, float] = {
     "02_nplusone.ipynb": 90,
     "03_preallocation.ipynb": 90,
     "05_serialization.ipynb": 90,
+    "08_capstone.ipynb": 90,
 }
 
 
