@@ -32,8 +32,8 @@ __all__ = [
 __version__ = "0.1.0"
 
 _SUBMODULES = {"alloc", "charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone",
-               "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises", "fingerprint",
-               "widgets"}
+               "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises",
+               "fingerprint", "widgets", "layout"}
 
 
 def __getattr__(name: str) -> Any:

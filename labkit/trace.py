@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from threading import Lock, get_ident
+from threading import RLock, get_ident
 from typing import Any, NamedTuple, TypeVar
 
 from labkit.clock import Clock
@@ -90,7 +90,9 @@ class Trace:
         self.clock = clock
         self._spans: list[tuple[str, int, int, int]] = []  # plain tuples: cheap to make on every exit (atomic append)
         self._metrics: dict[str, dict[str, Any]] = {}
-        self._lock = Lock()
+        # re-entrant: a garbage collection can start inside add() (any allocation may trigger one) and its
+        # callback may add to the same trace from the same thread
+        self._lock = RLock()
 
     @property
     def spans(self) -> tuple[Span, ...]:

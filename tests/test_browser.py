@@ -11,7 +11,9 @@ executions per suite run.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -64,14 +66,31 @@ def need_chromium() -> None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
 
 
+def _quick(path: Path) -> None:
+    """Set ``QUICK = True`` in a notebook's parameters cell: the browser runs each lab's quick version."""
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = "".join(cell["source"])
+            cell["source"] = source.replace("QUICK = False", "QUICK = True", 1)
+    path.write_text(json.dumps(nb))
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[str]:
+    """JupyterLab on 127.0.0.1 over a temporary copy of notebooks/, every lab set to ``QUICK = True``."""
     need_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
+    for path in (tmp / "notebooks").glob("*.ipynb"):
+        _quick(path)
     settings = tmp / "settings"
-    (settings / "@jupyterlab/apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    for plugin, value in (("apputils-extension/notification", '{"fetchNews": "false"}'),
+                          # no windowing: every cell of a long lab stays in the page, so all can be checked
+                          ("notebook-extension/tracker", '{"windowingMode": "none"}')):
+        target = settings / f"@jupyterlab/{plugin}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(value)
     port = _free_port()
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), PERFLAB_RESULTS=str(tmp / "results"))
     proc = subprocess.Popen(
@@ -122,16 +141,26 @@ def run_notebook(page, timeout_s: float = 240) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     # every code cell's prompt shows its execution count ("[3]:") once done; "[*]:" while queued or running
+    # (textContent, not innerText: JupyterLab skips rendering cells scrolled out of view, whose innerText is "")
     _wait_until(lambda: page.evaluate(
-        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.innerText);"
+        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.textContent);"
         " return p.length > 0 && p.every(t => /\\[\\d+\\]/.test(t)); }"), timeout_s, "the notebook did not finish")
 
 
+def _results_shown(panel) -> int:
+    m = re.search(r"done: (\d+) result", panel.inner_text())
+    return int(m.group(1)) if m else 0
+
+
 def click_panel(page, index: int = 0, timeout_s: float = 120) -> None:
-    """Press Run on the ``index``-th labkit panel on the page and wait for its chart to be drawn."""
+    """Press Run on the ``index``-th labkit panel on the page, wait until the click's result is on the chart
+    (the panel reports one result more than before the click), and that the chart is drawn."""
     panel = page.locator(".labkit-panel").nth(index)
     panel.wait_for(timeout=60_000)
+    before = _results_shown(panel)
     panel.locator("button", has_text="Run").first.click()
+    _wait_until(lambda: _results_shown(panel) > before, timeout_s,
+                f"the click on Run did not add a result to panel {index} (it showed {before})")
     panel.locator(f".labkit-panel-chart :is({CHART})").first.wait_for(timeout=timeout_s * 1000)
 
 
@@ -147,6 +176,43 @@ def test_index_panel_runs_and_draws_its_chart_with_no_network(lab):
         run_notebook(page)
         click_panel(page)
         assert "done" in page.locator(".labkit-panel").first.inner_text()
+        assert_offline(page, failed, outside)
+
+
+_BLANK_JS = """(el) => {
+  // a canvas with no painted pixel, or an SVG with no mark inside, is a blank frame
+  const c = el.querySelector('canvas');
+  if (c) { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+           for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return false; return true; }
+  const s = el.querySelector('svg.marks');
+  return !(s && s.querySelectorAll('path, rect, text').length > 3);
+}"""
+
+
+def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
+    with browser_page(f"{lab}/lab/tree/06_gc_profiling.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=600)
+        charts = page.locator(f".jp-OutputArea-output :is({CHART})")
+        charts.first.wait_for(timeout=60_000)
+        embeds = page.locator(".jp-OutputArea-output .vega-embed")
+        assert embeds.count() >= 10, f"expected every chart of lab 06, found {embeds.count()}"
+        blank = []
+        for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
+            embeds.nth(i).scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            if embeds.nth(i).evaluate(_BLANK_JS):
+                blank.append(i)
+        assert not blank, f"charts drawn blank: {blank}"
+        frames = page.locator("iframe.labkit-frame")
+        assert frames.count() == 2, "py-spy's and memray's own flame graphs"
+        frames.nth(0).scroll_into_view_if_needed()
+        spy = page.frame_locator("iframe.labkit-frame").nth(0)
+        spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
+        assert spy.locator("svg rect").count() > 5
+        frames.nth(1).scroll_into_view_if_needed()
+        mem = page.frame_locator("iframe.labkit-frame").nth(1)
+        mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
+        assert mem.locator("#chart svg g rect").count() > 3
         assert_offline(page, failed, outside)
 
 
@@ -169,4 +235,15 @@ def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
         assert charts >= 2 and drawn == charts, f"{drawn} of {charts} charts drawn"
         assert page.locator("#labkit-report table").first.is_visible()
         assert requested == [page_file.as_uri()], requested
+
+
+def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click(lab):
+    nb = json.loads((ROOT / "notebooks" / "04_data_layout.ipynb").read_text())
+    charts = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
+                 and any(k in "".join(c["source"]) for k in ("_chart(", "charts.ab(")))
+    with browser_page(f"{lab}/lab/tree/04_data_layout.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=420)
+        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
+        click_panel(page)  # QUICK already ran the panel once: the click must add a second result
+        assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
         assert_offline(page, failed, outside)

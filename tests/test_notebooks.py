@@ -28,7 +28,9 @@ BUDGET_S: dict[str, float] = {
     "01_latency_numbers.ipynb": 90,
     "02_nplusone.ipynb": 90,
     "03_preallocation.ipynb": 90,
+    "04_data_layout.ipynb": 90,
     "05_serialization.ipynb": 90,
+    "06_gc_profiling.ipynb": 90,
     "08_capstone.ipynb": 90,
 }
 

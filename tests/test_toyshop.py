@@ -24,7 +24,7 @@ from labkit.toyshop.export import EXPORTS, export_batched, export_join, export_n
 from labkit.toyshop.variants import REQUEST_SWITCHES, resolve
 from labkit.trace import collect, parse_server_timing
 
-STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "total"]
+STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "gc", "total"]
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_catalog_delay_is_labelled_an_emulation(db):
 def _timing(resp) -> dict:
     metrics = parse_server_timing(resp.headers["server-timing"])
     names = list(metrics)
-    assert names[:6] == STAGES[:6] and names[-1] == "total" and set(names[6:-1]) <= {"size", "compress"}, names
+    assert names[:6] == STAGES[:6] and names[-1] == "total" and set(names[6:-1]) <= {"gc", "size", "compress"}, names
     assert all(m.dur_ms is not None and m.dur_ms >= 0 for n, m in metrics.items() if n != "size")
     if resp.status_code == 200:
         assert metrics["size"].count == len(resp.content)  # the body as sent (compressed, if it was)
@@ -231,7 +231,7 @@ def test_unknown_route_is_a_json_404(client):
 def test_openapi_lists_every_endpoint(client):
     schema = client.get("/openapi.json").json()
     assert set(schema["paths"]) == {"/health", "/customers/{customer_id}/export", "/orders/{order_id}",
-                                    "/quote", "/config/{key}", "/stats", "/statement", "/cache"}
+                                    "/quote", "/config/{key}", "/stats", "/statement", "/gc", "/cache"}
 
 
 def test_process_defaults_and_validation(db, catalog):

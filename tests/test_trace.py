@@ -145,3 +145,20 @@ def test_server_timing_round_trip_with_tricky_values():
 ])
 def test_parse_server_timing_spec_examples(header, expected):
     assert {k: v.dur_ms for k, v in parse_server_timing(header).items()} == expected
+
+
+def test_add_can_be_reentered_from_the_same_thread_as_a_gc_callback_would():
+    # a collection can start while this thread is inside Trace.add, and the GC log's callback adds to the
+    # same trace: that must not deadlock (run in a thread so a regression fails instead of hanging the suite)
+    done = threading.Event()
+
+    def scenario():
+        with collect() as trace:
+            with trace._lock:              # as if inside add() when the collector's callback runs
+                add("gc", 1_000, count=1)
+            done.set()
+
+    t = threading.Thread(target=scenario, daemon=True)
+    t.start()
+    t.join(10)
+    assert done.is_set(), "Trace.add deadlocked when re-entered from the same thread"

@@ -58,6 +58,7 @@ from starlette.routing import Route
 from labkit import trace as _trace
 from labkit.alloc.census import census_unavailable
 from labkit.errors import BadInputError, ServiceError
+from labkit.toyshop import gclog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
@@ -292,6 +293,7 @@ async def _respond(svc: _Service, request: Request, handler: Handler, schema: st
     with collect() as trace:
         for name, count in _STAGES:
             trace.add(name, 0, count)
+        gclog.declare(trace)  # gc;dur;count: collections this request triggered (see toyshop.gclog)
         try:
             codec, fmt = svc.settings["codec"], None
             if not raw:
@@ -487,4 +489,5 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     middleware=[Middleware(_InFlight, counter=svc.counts)])
     app.state.service = svc
+    gclog.install(app)  # GET /gc: the process's GC pauses; the gc metric of Server-Timing
     return app

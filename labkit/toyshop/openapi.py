@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.toyshop import gclog
 from labkit.toyshop.variants import REQUEST_SWITCHES
 
 __all__ = ["openapi_schema"]
@@ -77,6 +78,7 @@ def openapi_schema() -> dict[str, Any]:
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
             "/statement": _statement_op(),
+            "/gc": gclog.OPENAPI,
             "/cache": {"get": {"summary": "the product and config caches: hits, misses, size, the product "
                                           "snapshot's age and staleness bound",
                                "responses": {"200": {"description": "OK", "content": {"application/json": {

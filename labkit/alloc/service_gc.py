@@ -1,0 +1,264 @@
+"""A service's GC pauses on the load generator's time axis, and GC settings compared across two processes.
+
+    load, pauses = alloc.during_load(svc, "/customers/1/export", rate=40, duration_s=10)
+    pauses.to_frame()          # t_s on the same axis as load.to_frame()["t_s"] (the intended send times)
+    cmp = alloc.compare_processes(default_svc, tuned_svc, "/customers/1/export", rate=40, rounds=6)
+    cmp.p99                    # the P99 comparison, round by round (a labkit Comparison with a verdict)
+
+toyshop records every collection of its process (:mod:`labkit.toyshop.gclog`, ``GET /gc``) on
+``time.perf_counter_ns`` — ``CLOCK_MONOTONIC`` on Linux, one clock for every process on the machine — so the
+pauses of the service and the send times of :mod:`labkit.load` share a time axis. :func:`service_pauses`
+checks that (the service's clock reading must fall between two of ours) and says so when it does not.
+
+A GC setting such as ``gc=tuned`` changes the *process* (its thresholds, what is frozen), so it cannot be
+switched per request: :func:`compare_processes` runs the same load against two service processes in
+alternating rounds (A B B A …), so that whatever else the machine does lands on both alike, and compares
+their P99 round by round. It is a comparison of two processes — their heaps, caches and luck differ
+too — and is labelled as such.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from labkit.alloc.pauses import GCPauses
+from labkit.errors import BadInputError, ServiceError
+from labkit.results import Saveable
+
+__all__ = ["service_pauses", "during_load", "compare_processes", "ProcessComparison"]
+
+
+def _url_of(service: Any) -> str:
+    url = service if isinstance(service, str) else getattr(service, "url", None)
+    if not isinstance(url, str) or not url.startswith("http://"):
+        raise BadInputError(f"service must be a running labkit.service.Service or its base URL "
+                            f"(http://127.0.0.1:PORT), got {service!r}")
+    return url.rstrip("/")
+
+
+def service_pauses(service: Any, since_ns: int | None = None, *, objects: bool = False,
+                   timeout: float = 10.0) -> GCPauses:
+    """The GC pauses a toyshop process recorded (``GET /gc``), as a :class:`GCPauses` value.
+
+    Args:
+        service: a :class:`labkit.service.Service` (or its base URL).
+        since_ns: only pauses that started at or after this ``time.perf_counter_ns()`` reading (take one
+            before the work you want to see); default: everything the service kept.
+        objects: also count the objects its collector tracks (``notes`` gets the number; slow on a big heap).
+
+    Raises:
+        ServiceError: the service does not answer ``/gc`` (stopped, or a toyshop without a GC log).
+    """
+    url = _url_of(service)
+    query = [] if since_ns is None else [f"since_ns={int(since_ns)}"]
+    if objects:
+        query.append("objects=1")
+    before = time.perf_counter_ns()
+    try:
+        with urllib.request.urlopen(f"{url}/gc" + ("?" + "&".join(query) if query else ""), timeout=timeout) as r:
+            body = json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise ServiceError(f"could not read the GC log at {url}/gc ({e}): is the service still running? "
+                           "(svc.alive; svc.log_tail() shows why it stopped)") from e
+    after = time.perf_counter_ns()
+    notes = []
+    if not (before <= body["now_ns"] <= after):
+        notes.append("the service's clock is not this process's (its reading fell outside our request): "
+                     "pause times cannot be put on this process's time axis")
+    if "tracked_objects" in body:
+        notes.append(f"{body['tracked_objects']:,} objects tracked by the collector when read")
+    pid = getattr(service, "pid", None)
+    return GCPauses(tuple(tuple(p) for p in body["pauses"]), body["t0_ns"], body["window_ns"],  # type: ignore[arg-type]
+                    tuple(body["threshold"]), body["frozen"], body["python"], body["enabled"], body["dropped"],
+                    f"toyshop pid {pid}" if pid else url, tuple(notes))
+
+
+def during_load(service: Any, path: str = "/health", *, name: str = "", cpus: Any = None,
+                progress: bool | None = None, **load_kwargs: Any) -> tuple[Any, GCPauses]:
+    """Run a :func:`labkit.load.run` against ``service`` and read the pauses it recorded meanwhile.
+
+    Args:
+        service: a toyshop :class:`labkit.service.Service` (or its base URL).
+        path: the path to load (``paths=[...]`` in ``load_kwargs`` sends several, round-robin).
+        name, cpus, progress: as in :func:`labkit.load.run`.
+        load_kwargs: every other knob of :func:`labkit.load.run` (``rate=`` or ``concurrency=``,
+            ``duration_s``, ``warmup_s`` …).
+
+    Returns:
+        ``(load_result, pauses)``: the pauses' ``t_s`` counts from the load's measured start — the axis of
+        ``load_result.to_frame()["t_s"]`` — and the window is the measured one (warm-up pauses left out).
+    """
+    from labkit.load._runner import _drive, _in_notebook, build_result, prepare
+
+    url = _url_of(service)
+    if not path.startswith("/"):
+        raise BadInputError(f"path must start with '/', got {path!r}")
+    engine = prepare(url + path, **load_kwargs)
+    if progress is None:
+        progress = _in_notebook()
+    s = engine.s
+    desc = f"{s.rate:,.0f} req/s" if s.mode == "open" else f"c={s.concurrency}"
+    before = time.perf_counter_ns()
+    raw = _drive(engine, set(cpus) if cpus is not None else None, bool(progress), desc)
+    result = build_result(engine.s, raw, name=name)
+    logged = service_pauses(service, since_ns=before)
+    start = engine.measure_ns - logged.t0_ns
+    return result, logged.between(start, start + raw.elapsed_ns)
+
+
+@dataclass(frozen=True)
+class ProcessComparison(Saveable):
+    """Two service processes under the same load, in alternating rounds (from :func:`compare_processes`).
+
+    Attributes:
+        names: labels of the baseline and candidate processes (``"gc=default"``, ``"gc=tuned"``).
+        path, rate, duration_s: the load of every round.
+        p50_ns, p99_ns: per round, per side: ``((baseline…), (candidate…))``.
+        max_pause_ns, pauses, gc_ms: per round, per side: the largest GC pause, the number of collections
+            and their total time during the round's measured window.
+        gen2: per round, per side: full (generation 2) collections.
+        errors: per side, failed requests over all rounds.
+    """
+
+    KIND = "process-comparison"
+
+    names: tuple[str, str]
+    path: str
+    rate: float
+    duration_s: float
+    p50_ns: tuple[tuple[float, ...], tuple[float, ...]]
+    p99_ns: tuple[tuple[float, ...], tuple[float, ...]]
+    max_pause_ns: tuple[tuple[int, ...], tuple[int, ...]]
+    pauses: tuple[tuple[int, ...], tuple[int, ...]]
+    gc_ms: tuple[tuple[float, ...], tuple[float, ...]]
+    gen2: tuple[tuple[int, ...], tuple[int, ...]]
+    errors: tuple[int, int] = (0, 0)
+    fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds per side."""
+        return len(self.p99_ns[0])
+
+    def _cmp(self, which: tuple[tuple[float, ...], tuple[float, ...]], what: str) -> Any:
+        from labkit.compare import Comparison, verdict_for
+        from labkit.stats import ratio_of_medians
+
+        a, b = np.asarray(which[0], dtype=float), np.asarray(which[1], dtype=float)
+        est = ratio_of_medians(a, b, paired=True, seed=0)
+        verdict = verdict_for(est.ci, est.p_value, 0.05, 0.05)
+        return Comparison(f"{self.names[0]} {what}", f"{self.names[1]} {what}", tuple(a), tuple(b), est.ratio,
+                          est.ci, est.p_value, verdict, True,
+                          warnings=("a comparison of two processes (process-level setting): their heaps and "
+                                    "placement differ too; rounds alternated A B B A to share the machine's "
+                                    "noise",))
+
+    @property
+    def p99(self) -> Any:
+        """Candidate vs baseline P99, paired by round: a :class:`labkit.Comparison` with a verdict."""
+        return self._cmp(self.p99_ns, "P99")
+
+    @property
+    def p50(self) -> Any:
+        """Candidate vs baseline P50, paired by round."""
+        return self._cmp(self.p50_ns, "P50")
+
+    def to_frame(self) -> Any:
+        """One row per round and side: round, process, p50_ms, p99_ms, max_pause_ms, pauses, gc_ms, gen2."""
+        import pandas as pd
+
+        rows = []
+        for side in (0, 1):
+            for r in range(self.rounds):
+                rows.append({"round": r, "process": self.names[side], "p50_ms": self.p50_ns[side][r] / 1e6,
+                             "p99_ms": self.p99_ns[side][r] / 1e6, "max_pause_ms": self.max_pause_ns[side][r] / 1e6,
+                             "pauses": self.pauses[side][r], "gc_ms": self.gc_ms[side][r], "gen2": self.gen2[side][r]})
+        return pd.DataFrame(rows)
+
+    def __str__(self) -> str:
+        a, b = self.names
+        worst = [max(self.max_pause_ns[s], default=0) / 1e6 for s in (0, 1)]
+        return (f"{b} vs {a} — two processes, {self.path} at {self.rate:g} req/s, {self.rounds} rounds of "
+                f"{self.duration_s:g} s each, alternating (process-level comparison)\n"
+                f"  P99: {self.p99.summary()}\n  P50: {self.p50.summary()}\n"
+                f"  largest GC pause: {a} {worst[0]:.2f} ms, {b} {worst[1]:.2f} ms; collections per round "
+                f"(median): {int(np.median(self.pauses[0]))} vs {int(np.median(self.pauses[1]))}; failed "
+                f"requests: {self.errors[0]} vs {self.errors[1]}")
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return "<pre>" + escape(str(self)) + "</pre>"
+
+
+def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, duration_s: float = 3.0,
+                      rounds: int = 6, warmup_s: float = 0.5, names: tuple[str, str] | None = None,
+                      progress: bool | None = None, **load_kwargs: Any) -> ProcessComparison:
+    """The same open-loop load against two service processes in alternating rounds (A B B A …).
+
+    Args:
+        baseline, candidate: two running toyshop services (e.g. started with ``variants={"gc": "tuned"}``).
+        path: the request path both get.
+        rate: requests per second (open loop, fixed: the comparison is at equal offered load).
+        duration_s: measured seconds per round and side; ``warmup_s`` before each, not counted.
+        rounds: rounds per side (≥ 3).
+        names: labels (default: each service's ``gc`` switch, e.g. ``"gc=default"``).
+        progress: a progress bar over the rounds (default: in a notebook).
+        load_kwargs: other knobs of :func:`labkit.load.run` (``arrivals``, ``timeout_s`` …).
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 3:
+        raise BadInputError(f"rounds must be an integer >= 3 (each side's P99 is compared round by round), "
+                            f"got {rounds!r}")
+    if not (isinstance(rate, int | float) and rate > 0):
+        raise BadInputError(f"rate must be a positive number of requests per second, got {rate!r}")
+    services = (baseline, candidate)
+    if names is None:
+        names = tuple(f"gc={getattr(s, 'variants', {}).get('gc', '?')}" for s in services)  # type: ignore[assignment]
+        if names[0] == names[1]:
+            names = (f"{names[0]} (A)", f"{names[1]} (B)")
+    from labkit.load._runner import _in_notebook
+
+    if progress is None:
+        progress = _in_notebook()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=2 * rounds, desc="process A/B rounds", unit="run", leave=False)
+    cols: dict[str, list[list[Any]]] = {k: [[], []] for k in ("p50", "p99", "max", "n", "ms", "g2")}
+    errors = [0, 0]
+    try:
+        for r in range(rounds):
+            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+                load, pauses = during_load(services[side], path, rate=rate, duration_s=duration_s,
+                                           warmup_s=warmup_s, progress=False, **load_kwargs)
+                if load.responses < 2:
+                    raise ServiceError(f"round {r}: {names[side]} answered {load.responses} requests "
+                                       f"({load.errors}); is it overloaded at {rate:g} req/s? Lower the rate")
+                q = load.percentiles((50.0, 99.0))
+                cols["p50"][side].append(q[50.0])
+                cols["p99"][side].append(q[99.0])
+                cols["max"][side].append(pauses.max_ns)
+                cols["n"][side].append(pauses.count)
+                cols["ms"][side].append(pauses.total_ns / 1e6)
+                cols["g2"][side].append(pauses.generation(2).count)
+                errors[side] += load.error_count
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    from labkit.fingerprint import fingerprint
+
+    def pair(k: str) -> Any:
+        return tuple(cols[k][0]), tuple(cols[k][1])
+
+    return ProcessComparison(tuple(names), path, float(rate), float(duration_s), pair("p50"), pair("p99"),  # type: ignore[arg-type]
+                             pair("max"), pair("n"), pair("ms"), pair("g2"), (errors[0], errors[1]), fingerprint())

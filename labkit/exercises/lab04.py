@@ -1,0 +1,294 @@
+"""Lab 04's exercise: turn a report that loops over record dicts into one that works on columns.
+
+The report: revenue (net of discount, in cents) per product category over the order lines of a date range —
+the kind of aggregate a dashboard asks for on every page view. The data lives in both layouts, as a service
+that keeps columns would hold it: :class:`Sales` has ``.rows`` (one dict per order line), ``.columns`` (one
+NumPy array per field, categories as integer codes) and ``.frame`` (the same columns as a pandas DataFrame).
+The baseline, :func:`revenue_by_category`, loops over ``.rows``; the learner writes the same report over
+``.columns`` (or ``.frame``) and passes it to :func:`check`, which grades, in order:
+
+1. **correctness** — exactly the baseline's answer (same categories, in the same order, the same ``int``
+   values) on edge cases and on fresh tables drawn from the run's seed, and the same error for an inverted
+   date range;
+2. **the budget** — interpreted Python lines executed per order line, on a table the correctness pass never
+   saw: a report that still visits every record from Python (a loop, a comprehension that converts rows to
+   columns) is over it; a call that executes no Python at all on that table is answering from a cache;
+3. **speed** — ``labkit.compare`` against the baseline, a fresh table for every timed call: ``faster`` by at
+   least ``required_speedup`` at ``n`` order lines (100,000 by default);
+4. the learner's experiment record, concluded with the measured ratio (reported, not graded).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from labkit.check import (
+    CheckResult,
+    Exercise,
+    Item,
+    budget,
+    fresh_seed,
+    not_callable,
+    passed,
+    same_answers,
+    speed,
+)
+from labkit.errors import BadInputError
+from labkit.record import Experiment
+
+__all__ = ["Sales", "make_sales", "revenue_by_category", "check", "hint", "solution", "CATEGORIES",
+           "python_lines", "DAYS"]
+
+#: product categories, sorted (toyshop's catalog): code k in ``Sales.columns["category"]`` is CATEGORIES[k]
+CATEGORIES: tuple[str, ...] = ("backpack", "chair", "clock", "drum", "jacket", "kettle", "kite", "lamp", "mug",
+                               "puzzle", "robot", "scarf", "speaker", "train")
+#: days in the year the order lines fall in (``day`` is 0 … DAYS − 1, days since 1 January 2024)
+DAYS = 366
+FIELDS = ("day", "category", "qty", "unit_price", "discount_bp")
+_MAX_N = 2_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class Sales:
+    """Order lines of one year, held in both layouts (built once, up front, as a service would keep them).
+
+    Attributes:
+        rows: one dict per line: ``day`` (0–365), ``category`` (a name), ``qty``, ``unit_price`` (cents),
+            ``discount_bp`` (basis points: 1,000 = 10 %).
+        columns: the same lines as read-only NumPy int64 arrays, one per field; ``category`` holds codes,
+            ``categories[code]`` is the name (the codes sort as the names do).
+        frame: the same columns as a pandas DataFrame.
+        categories: the category names, sorted.
+    """
+
+    rows: list[dict[str, Any]]
+    columns: dict[str, np.ndarray]
+    frame: Any
+    categories: tuple[str, ...] = CATEGORIES
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"Sales({len(self):,} order lines, {len(self.categories)} categories)"
+
+
+def make_sales(n: int, seed: int = 0, *, categories: int = len(CATEGORIES)) -> Sales:
+    """``n`` order lines over a year (sorted by day), reproducible from ``seed``; both layouts built now.
+
+    ``categories`` limits the lines to the first few categories (the others then have no line at all).
+    """
+    import pandas as pd
+
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= _MAX_N:
+        raise BadInputError(f"n={n!r}: the number of order lines must be an integer 0–{_MAX_N:,}")
+    if isinstance(categories, bool) or not isinstance(categories, int) or not 1 <= categories <= len(CATEGORIES):
+        raise BadInputError(f"categories={categories!r}: use 1–{len(CATEGORIES)}")
+    rng = np.random.default_rng(seed)
+    cols = {"day": np.sort(rng.integers(0, DAYS, n)), "category": rng.integers(0, categories, n),
+            "qty": np.minimum(rng.geometric(0.5, n), 50),
+            "unit_price": np.clip(rng.lognormal(7.6, 1.0, n), 1, 10_000_000).astype(np.int64),
+            "discount_bp": np.where(rng.random(n) < 0.3, rng.choice([500, 1000, 1500, 2500], n), 0)}
+    cols = {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in cols.items()}
+    names = [CATEGORIES[k] for k in cols["category"].tolist()]
+    rows = [{"day": d, "category": c, "qty": q, "unit_price": p, "discount_bp": b}
+            for d, c, q, p, b in zip(cols["day"].tolist(), names, cols["qty"].tolist(), cols["unit_price"].tolist(),
+                                     cols["discount_bp"].tolist(), strict=True)]
+    frame = pd.DataFrame(cols)
+    for v in cols.values():
+        v.flags.writeable = False  # shared by every report run on this table: nobody may change it
+    return Sales(rows, cols, frame)
+
+
+def revenue_by_category(sales: Sales, start_day: int, end_day: int) -> dict[str, int]:
+    """The baseline: net revenue in cents per category over lines with ``start_day <= day < end_day``.
+
+    Per line: gross = qty × unit_price; net = gross − round-half-up(gross × discount_bp / 10,000). Returns
+    ``{category: net}`` for the categories that have lines in the range, sorted by name.
+
+    Raises:
+        BadInputError: ``end_day`` before ``start_day``.
+    """
+    if end_day < start_day:
+        raise BadInputError(f"end_day={end_day} is before start_day={start_day}: the range is start_day <= day < "
+                            "end_day")
+    totals: dict[str, int] = {}
+    for r in sales.rows:
+        if start_day <= r["day"] < end_day:
+            gross = r["qty"] * r["unit_price"]
+            net = gross - (gross * r["discount_bp"] + 5_000) // 10_000
+            totals[r["category"]] = totals.get(r["category"], 0) + net
+    return dict(sorted(totals.items()))
+
+
+def _reference(sales: Sales, start_day: int, end_day: int) -> dict[str, int]:
+    """The columnar report: one mask for the range, whole-column arithmetic, one bincount per total."""
+    if end_day < start_day:
+        raise BadInputError(f"end_day={end_day} is before start_day={start_day}: the range is start_day <= day < "
+                            "end_day")
+    c = sales.columns
+    in_range = (c["day"] >= start_day) & (c["day"] < end_day)
+    qty, price, disc, cat = (c[f][in_range] for f in ("qty", "unit_price", "discount_bp", "category"))
+    gross = qty * price
+    net = gross - (gross * disc + 5_000) // 10_000
+    k = len(sales.categories)
+    lines = np.bincount(cat, minlength=k)
+    # float64 adds integers exactly while every partial sum stays below 2**53 (here: below 2**45)
+    totals = np.bincount(cat, weights=net, minlength=k)
+    return {sales.categories[i]: int(totals[i]) for i in range(k) if lines[i]}
+
+
+def python_lines(fn: Callable[..., Any], *args: Any) -> int:
+    """Interpreted Python lines executed by one call ``fn(*args)`` (``sys.settrace`` line events, in this
+    thread and in threads it starts; compiled code — NumPy, pandas' C parts, numba — counts nothing)."""
+    count = [0]
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            count[0] += 1
+        return local
+
+    def start(frame: Any, event: str, arg: Any) -> Any:
+        return local
+
+    before = sys.gettrace()
+    threading.settrace(start)  # before sys.settrace: it is Python code, which would be counted
+    sys.settrace(start)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(before)
+        threading.settrace(None)  # type: ignore[arg-type]
+    return count[0]
+
+
+EXERCISE = Exercise(
+    "Lab 04 — the revenue report, on columns",
+    hints=("Where does the baseline's time go? One trip through the interpreter per order line: a dict lookup "
+           "per field, a boxed int per product. `sales.columns` holds each field as one NumPy array.",
+           "Select the range with one boolean mask, `(day >= start_day) & (day < end_day)`, and do the line "
+           "arithmetic on whole (masked) columns; `//` rounds like the baseline does. Per-category totals: "
+           "`np.bincount(codes, weights=...)` (or pandas `groupby` on `sales.frame`).",
+           "Match the answer exactly: only categories that have lines in the range, sorted by name (the codes "
+           "sort like the names), values as Python ints (`int(...)`), and the same BadInputError as the "
+           "baseline for an inverted range."),
+    solution=_reference,
+)
+hint = EXERCISE.hint
+solution = EXERCISE.solution
+
+
+def _same(want: dict[str, int], got: Any) -> bool:
+    return (isinstance(got, dict) and list(got.items()) == list(want.items())
+            and all(type(v) is int for v in got.values()))
+
+
+def _describe(want: dict[str, int], got: Any) -> str:
+    if not isinstance(got, dict):
+        return f"expected a dict {{category: cents}}, got a {type(got).__name__}"
+    missing, extra = [k for k in want if k not in got], [k for k in got if k not in want]
+    if missing:
+        return f"category {missing[0]!r} is missing (it has lines in the range)"
+    if extra:
+        return f"category {extra[0]!r} should not be there (no lines in the range)"
+    for k, v in want.items():
+        if got[k] != v:
+            shown = f"{got[k]:,}" if isinstance(got[k], int | float) else repr(got[k])
+            off = f" (off by {got[k] - v:,})" if isinstance(got[k], int | float) else ""
+            return f"{k!r}: expected {v:,} cents, got {shown}{off}"
+    if list(got) != list(want):
+        return f"the categories must come sorted by name: expected {list(want)[:4]}…, got {list(got)[:4]}…"
+    bad = next(k for k, v in got.items() if type(v) is not int)
+    return (f"{bad!r}: the value is a {type(got[bad]).__name__}, not a Python int — a NumPy scalar does not "
+            "serialise to JSON; wrap it in int(...)")
+
+
+def _cases(rng: random.Random) -> list[tuple[Any, ...]]:
+    def seed() -> int:
+        return rng.randrange(2**31)
+
+    one = make_sales(1, seed())
+    day = one.rows[0]["day"]
+    table = make_sales(rng.randrange(2_000, 4_000), seed())
+    few = make_sales(rng.randrange(200, 400), seed(), categories=rng.randrange(3, 6))
+    a = rng.randrange(0, DAYS - 60)
+    b = rng.randrange(a + 1, DAYS)
+    return [(make_sales(0), 0, DAYS), (one, day, day + 1), (one, day + 1, DAYS + 1), (table, 0, DAYS),
+            (table, a, b), (table, a, a), (few, 0, DAYS), (few, b, a)]
+
+
+def _show(case: tuple[Any, ...]) -> str:
+    sales, start, end = case
+    return f"{sales!r}, days {start}–{end}"
+
+
+def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Experiment | None = None, *,
+          n: int = 100_000, rounds: int = 10, required_speedup: float = 3.0, max_lines_per_record: float = 0.2,
+          save: bool = True, seed: int | None = None) -> CheckResult:
+    """Grade a columnar ``revenue_by_category``.
+
+    Args:
+        solution: ``solution(sales, start_day, end_day) -> {category: cents}``, the baseline's signature.
+        experiment: your ``Experiment.plan(...)`` record, concluded with the measured ratio (and saved when
+            ``save``); whether your prediction held is reported, not graded.
+        n: order lines per table in the speed check (the stated size).
+        rounds: interleaved A/B rounds for the speed check.
+        required_speedup: how many times faster than the baseline at ``n`` lines.
+        max_lines_per_record: the budget, interpreted Python lines per order line (the baseline runs a few
+            per line; a columnar report a fixed number, whatever the size).
+        seed: reproduces a grading run (a new one is drawn each time by default).
+
+    Returns:
+        A :class:`labkit.check.CheckResult`: correctness, then the budget, then the speed-up.
+    """
+    refused = not_callable(EXERCISE, solution)
+    if refused is not None:
+        return refused
+    seed = fresh_seed() if seed is None else seed
+    rng = random.Random(seed)
+    cases = _cases(rng)
+
+    def within_budget() -> Item:
+        size = 50_000
+        table = make_sales(size, rng.randrange(2**31))
+        start = rng.randrange(0, 100)
+        args = (table, start, start + 200)
+        per = 1_000 / size
+        base = python_lines(revenue_by_category, *args) * per
+        item = budget(solution, args, meter=lambda fn, *a: python_lines(fn, *a) * per,
+                      limit=max_lines_per_record * 1_000, unit="interpreted Python lines per 1,000 order lines",
+                      what=f"a fresh table of {size:,} lines",
+                      hint="work on whole columns (sales.columns or sales.frame): no Python loop or comprehension "
+                           "over the lines — not even to convert them", baseline_amount=base)
+        return item
+
+    def fast_then_concluded() -> tuple[Item, ...]:
+        base_seed = rng.randrange(2**31)
+
+        def inputs(k: int) -> tuple[Any, ...]:
+            r = random.Random(base_seed + k)
+            start = r.randrange(0, 120)
+            return make_sales(n, base_seed + k), start, start + r.randrange(120, DAYS - start)
+
+        item = speed(revenue_by_category, solution, inputs=inputs, required_speedup=required_speedup, rounds=rounds,
+                     what=f"fresh tables of {n:,} lines, a new one for every call")
+        c = item.detail
+        if experiment is None or c is None:
+            return (item,)
+        done = experiment.conclude(c)
+        where = f"; saved to {done.save()}" if save else ""
+        predicted = "none stated" if experiment.predicted_ratio is None else f"{experiment.predicted_ratio:g}"
+        return item, passed(f"your prediction ({predicted}) vs measured ({c.ratio:.3g}): "
+                            f"{done.outcome or 'not judged without a predicted ratio'}{where}")
+
+    result = EXERCISE.grade(
+        lambda: same_answers(solution, revenue_by_category, cases, same=_same, show=_show, describe=_describe),
+        within_budget, fast_then_concluded)
+    return CheckResult(f"{result.title} (seed {seed})", result.items)
