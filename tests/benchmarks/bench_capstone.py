@@ -110,7 +110,7 @@ def part2(svc: labkit.service.Service, quick: bool) -> None:
 
 
 def part3(svc: labkit.service.Service, quick: bool) -> None:
-    rate, duration = (300.0, 15.0) if quick else (300.0, 60.0)
+    rate, duration = (150.0, 15.0) if quick else (150.0, 60.0)
     paths = [f"/customers/4/export?{ALL}&log={m}" for m in ("sync", "queued", "off")]
     print(f"3. access log on the all-fixes export (customer 4): open loop {rate:g} req/s for {duration:g} s, "
           "sync / queued / off in turn")
