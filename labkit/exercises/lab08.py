@@ -32,6 +32,7 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
+    concluded,
     failed,
     fresh_seed,
     not_callable,
@@ -244,13 +245,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
     def fast_then_concluded() -> tuple[Item, ...]:
         item = speed(baseline, my_order, inputs=lambda k: (conn, catalog, timed[k % len(timed)]),
                      required_speedup=required_speedup, rounds=rounds, what="fresh orders of 5+ items")
-        c = item.detail
-        if experiment is None or c is None:
-            return (item,)
-        done = experiment.conclude(c)
-        where = f"; saved to {done.save()}" if save else ""
-        return item, passed(f"your prediction ({experiment.predicted_ratio:g}) vs measured ({c.ratio:.3g}): "
-                            f"{done.outcome}{where}")
+        return item, *concluded(experiment, item.detail, save=save)
 
     result = EXERCISE.grade(correct, current, within_budget, fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
