@@ -138,7 +138,7 @@ def cdf(*results: Any, log_x: bool = False, title: str = "Cumulative distributio
             v = np.sort(g["us"].to_numpy())
             frames.append(pd.DataFrame({"name": name, "us": v, "fraction": np.arange(1, v.size + 1) / v.size}))
     data = pd.concat(frames, ignore_index=True)
-    scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
+    scale = alt.Scale(type="log", nice=False) if log_x else alt.Scale(zero=False)
     return alt.Chart(data, title=title).mark_line(interpolate="step-after").encode(
         alt.X("us:Q", scale=scale, title=UNIT_AXIS),
         alt.Y("fraction:Q", title="fraction of samples ≤ x", scale=alt.Scale(domain=[0, 1])),

@@ -11,7 +11,7 @@ first one that fails (a fast wrong answer earns nothing):
 3. :func:`speed` — :func:`labkit.compare` interleaving baseline and solution with a **fresh input for every
    timed call** (``compare(..., inputs=…)``), the same sequence for both sides, so no cache keyed on the
    input can answer for either;
-4. the lab's own last step, typically concluding the learner's experiment record with the measured ratio.
+4. :func:`concluded` — the learner's experiment record (their prediction) concluded with the measured ratio.
 
 Inputs are drawn from :func:`fresh_seed`, a new seed per grading run (shown in the result), so answers
 hard-coded for one run fail the next. Every failed item reads the same way: what failed — by how much.
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "same_answers", "budget", "speed", "fresh_seed",
-           "not_callable"]
+__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "same_answers", "budget", "speed", "concluded",
+           "fresh_seed", "not_callable"]
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,24 @@ def speed(baseline: Callable[..., Any], solution: Callable[..., Any], *, inputs:
                       f"{required_speedup:g}×", "close other programs and run the check again", detail=c)
     return failed(f"{where}{c.summary()}", f"need 'faster' by at least {required_speedup:g}×",
                   "find where the baseline spends its time (the lab's tool) and remove that work", detail=c)
+
+
+def concluded(experiment: Any, comparison: Any, *, save: bool = True) -> tuple[Item, ...]:
+    """The learner's prediction beside the measurement: ``experiment`` (a :class:`labkit.record.Experiment`)
+    concluded with ``comparison`` (the speed item's ``detail``) and saved; the item's ``detail`` is the
+    concluded record. Nothing when there is no experiment or nothing was measured. Graders call it right after
+    :func:`speed`, in the same step, so a prediction is judged whether or not the speed passed."""
+    if experiment is None or comparison is None:
+        return ()
+    try:
+        done = experiment.conclude(comparison)
+        where = f"; saved to {done.save()}" if save else ""
+    except Exception as e:  # a record that cannot be concluded (already concluded, not an Experiment…)
+        return (failed(f"your experiment could not be concluded: {type(e).__name__}: {e}",
+                       hint="plan a new one with Experiment.plan(...) and pass it as experiment="),)
+    predicted = "none stated" if done.predicted_ratio is None else f"{done.predicted_ratio:g}"
+    return (passed(f"your prediction ({predicted}) vs measured ({comparison.ratio:.3g}): "
+                   f"{done.outcome or 'not judged without a predicted ratio'}{where}", detail=done),)
 
 
 class Exercise:

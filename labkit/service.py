@@ -203,7 +203,8 @@ def _health(url: str, timeout: float) -> bool:
 
 def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, catalog_delay_ms: float = 0.0,
           port: int = 0, catalog_port: int = 0, io_threads: int = 4, max_connections: int = 1000,
-          cpus: Iterable[int] | None = None, db_path: Path | str | None = None, timeout: float = 60.0) -> Service:
+          cpus: Iterable[int] | None = None, db_path: Path | str | None = None, timeout: float = 60.0,
+          request_log: Path | str | None = None) -> Service:
     """Start the catalog and the order service and wait until both are healthy.
 
     Args:
@@ -221,6 +222,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         cpus: pin both processes to these CPUs (``os.sched_setaffinity``), e.g. ``{1}``.
         db_path: use this database file instead of the dataset of ``size``.
         timeout: seconds to wait for health before giving up.
+        request_log: the order service's access log for ``log=sync|queued`` (default: ``requests.log`` in
+            the service's log folder, removed by :meth:`Service.stop`; give a path to keep it).
 
     Returns:
         a running :class:`Service`. Raises :class:`labkit.errors.ServiceError` (with the log tail) if a
@@ -241,7 +244,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
     common = ["--db", str(db), "--parent-pid", str(os.getpid())]
     args = {"catalog": ["--role", "catalog", "--catalog-delay-ms", str(catalog_delay_ms)],
             "app": ["--role", "app", "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
-                    "--io-threads", str(io_threads), "--max-connections", str(max_connections)]}
+                    "--io-threads", str(io_threads), "--max-connections", str(max_connections),
+                    "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log")]}
     procs: dict[str, subprocess.Popen] = {}
     try:
         for role, sock in socks.items():

@@ -189,20 +189,38 @@ _BLANK_JS = """(el) => {
 }"""
 
 
+def assert_charts_drawn(page, at_least: int) -> None:
+    """Every Altair chart in the notebook's outputs is painted (none blank), and there are ``at_least`` of them."""
+    page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=60_000)
+    embeds = page.locator(".jp-OutputArea-output .vega-embed")
+    assert embeds.count() >= at_least, f"expected at least {at_least} charts, found {embeds.count()}"
+    blank = []
+    for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
+        embeds.nth(i).scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        if embeds.nth(i).evaluate(_BLANK_JS):
+            blank.append(i)
+    assert not blank, f"charts drawn blank: {blank}"
+
+
+#: labs with no test of their own below: each runs QUICK in the browser, every chart painted, nothing leaves
+#: 127.0.0.1 (with the papermill run, the lab's two executions per suite run). How many charts each draws at least.
+_PLAIN_LABS = {"00_method.ipynb": 3, "01_latency_numbers.ipynb": 3, "02_nplusone.ipynb": 3,
+               "03_preallocation.ipynb": 3, "05_serialization.ipynb": 3, "08_capstone.ipynb": 8}
+
+
+@pytest.mark.parametrize("name", sorted(_PLAIN_LABS))
+def test_lab_runs_in_the_browser_every_chart_drawn_with_no_network(lab, name):
+    with browser_page(f"{lab}/lab/tree/{name}?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=420)
+        assert_charts_drawn(page, at_least=_PLAIN_LABS[name])
+        assert_offline(page, failed, outside)
+
+
 def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
     with browser_page(f"{lab}/lab/tree/06_gc_profiling.ipynb?reset") as (page, failed, outside):
         run_notebook(page, timeout_s=600)
-        charts = page.locator(f".jp-OutputArea-output :is({CHART})")
-        charts.first.wait_for(timeout=60_000)
-        embeds = page.locator(".jp-OutputArea-output .vega-embed")
-        assert embeds.count() >= 10, f"expected every chart of lab 06, found {embeds.count()}"
-        blank = []
-        for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
-            embeds.nth(i).scroll_into_view_if_needed()
-            page.wait_for_timeout(300)
-            if embeds.nth(i).evaluate(_BLANK_JS):
-                blank.append(i)
-        assert not blank, f"charts drawn blank: {blank}"
+        assert_charts_drawn(page, at_least=10)
         frames = page.locator("iframe.labkit-frame")
         assert frames.count() == 2, "py-spy's and memray's own flame graphs"
         frames.nth(0).scroll_into_view_if_needed()
@@ -256,6 +274,12 @@ def test_lab07_pool_panel_adds_a_bounded_step_and_draws_it_with_no_network(lab):
         assert _results_shown(panel) == 1, panel.inner_text()  # the notebook's own step drew the first point
         click_panel(page)                                      # the click must add the second
         assert _results_shown(panel) == 2, panel.inner_text()
-        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
-        assert drawn >= 8, f"only {drawn} charts drawn"
+        assert_charts_drawn(page, at_least=8)
         assert_offline(page, failed, outside)
+
+
+def test_every_lab_is_opened_in_the_browser_by_some_test():
+    # a new lab gets a test here (its own, or a row in _PLAIN_LABS): LABS.md asks every lab to be opened
+    here = Path(__file__).read_text()
+    missing = [p.name for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if p.name not in here]
+    assert not missing, f"labs no browser test opens: {missing} (add them to _PLAIN_LABS or give them a test)"

@@ -15,6 +15,7 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
+    concluded,
     failed,
     fresh_seed,
     not_callable,
@@ -123,13 +124,7 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
         base = rng.randrange(2**31)
         item = speed(unique_in_order, solution, inputs=lambda k: (make_items(n, seed=base + k),),
                      required_speedup=required_speedup, rounds=rounds, what=f"fresh inputs of {n} items")
-        c = item.detail
-        if experiment is None or c is None:
-            return (item,)
-        done = experiment.conclude(c)  # the prediction is judged whether or not the speed passed
-        where = f"; saved to {done.save()}" if save else ""
-        return item, passed(f"your prediction ({experiment.predicted_ratio:g}) vs measured ({c.ratio:.3g}): "
-                            f"{done.outcome}{where}")
+        return item, *concluded(experiment, item.detail, save=save)
 
     result = EXERCISE.grade(lambda: same_answers(solution, unique_in_order, _cases(rng), same=_same),
                             planned, fast_then_concluded)

@@ -34,6 +34,7 @@ from labkit.check import (
     Exercise,
     Item,
     budget,
+    concluded,
     failed,
     fresh_seed,
     not_callable,
@@ -208,7 +209,6 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
     cases = _cases(rng)
     unseen, warm = make_input(rng.randrange(2**31)), make_input(rng.randrange(2**31))
     timed_base = rng.randrange(2**31)
-    state: dict[str, Any] = {}
 
     def correct() -> Item:
         item = same_answers(solution, baseline, cases, same=_same, show=_show, describe=_describe)
@@ -222,25 +222,11 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
                       hint="preallocate the history once and reuse the per-day arrays (out=); "
                            "labkit.alloc.count shows what is left")
 
-    def fast() -> Item:
+    def fast() -> tuple[Item, ...]:
         item = speed(baseline, solution, inputs=lambda k: make_input(timed_base + k), rounds=rounds,
                      required_speedup=required_speedup,
                      what=f"{TIMED_DAYS} days × {TIMED_PRODUCTS} products, a new input for every timed call")
-        state["comparison"] = item.detail
-        return item
+        return item, *concluded(experiment, item.detail)
 
-    def prediction() -> Item:
-        if experiment is None:
-            return passed("no experiment given: pass experiment=exp to record your prediction against the "
-                          "measured ratio")
-        try:
-            done = experiment.conclude(state["comparison"])
-            done.save()
-        except Exception as e:  # a record that cannot be concluded (already concluded, not an Experiment…)
-            return failed(f"your experiment could not be concluded: {type(e).__name__}: {e}",
-                          hint="plan a new one with Experiment.plan(...) and pass it as experiment=")
-        return passed(f"experiment {done.title!r}: predicted {done.predicted_ratio}, measured "
-                      f"{done.measured_ratio:.3f} — {done.outcome}", detail=done)
-
-    result = EXERCISE.grade(correct, within_budget, fast, prediction)
+    result = EXERCISE.grade(correct, within_budget, fast)
     return CheckResult(f"{result.title} (seed {seed})", result.items)

@@ -34,9 +34,9 @@ from labkit.check import (
     Exercise,
     Item,
     budget,
+    concluded,
     fresh_seed,
     not_callable,
-    passed,
     same_answers,
     speed,
 )
@@ -279,14 +279,7 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
 
         item = speed(revenue_by_category, solution, inputs=inputs, required_speedup=required_speedup, rounds=rounds,
                      what=f"fresh tables of {n:,} lines, a new one for every call")
-        c = item.detail
-        if experiment is None or c is None:
-            return (item,)
-        done = experiment.conclude(c)
-        where = f"; saved to {done.save()}" if save else ""
-        predicted = "none stated" if experiment.predicted_ratio is None else f"{experiment.predicted_ratio:g}"
-        return item, passed(f"your prediction ({predicted}) vs measured ({c.ratio:.3g}): "
-                            f"{done.outcome or 'not judged without a predicted ratio'}{where}")
+        return item, *concluded(experiment, item.detail, save=save)
 
     result = EXERCISE.grade(
         lambda: same_answers(solution, revenue_by_category, cases, same=_same, show=_show, describe=_describe),

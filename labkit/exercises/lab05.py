@@ -35,9 +35,9 @@ from labkit.check import (
     Exercise,
     Item,
     budget,
+    concluded,
     fresh_seed,
     not_callable,
-    passed,
     same_answers,
     speed,
 )
@@ -181,13 +181,7 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         ids = drawn[cases + 20:]
         item = speed(baseline, encode, inputs=lambda k: (load_order(ids[k % len(ids)]),),
                      required_speedup=required_speedup, rounds=rounds, what="fresh orders")
-        c = item.detail
-        if experiment is None or c is None:
-            return (item,)
-        done = experiment.conclude(c)
-        where = f"; saved to {done.save()}" if save else ""
-        return item, passed(f"your prediction ({experiment.predicted_ratio:g}) vs measured ({c.ratio:.3g}): "
-                            f"{done.outcome}{where}")
+        return item, *concluded(experiment, item.detail, save=save)
 
     if experiment is not None and (not isinstance(experiment, Experiment) or experiment.predicted_ratio is None):
         return EXERCISE.refuse("experiment= takes the Experiment.plan(...) you wrote, with a predicted_ratio")

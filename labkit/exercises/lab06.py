@@ -31,6 +31,7 @@ from labkit.check import (
     Exercise,
     Item,
     budget,
+    concluded,
     failed,
     fresh_seed,
     not_callable,
@@ -246,7 +247,6 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
     cases = _cases(rng)
     unseen, warm = (make_orders(rng.randrange(2**31)),), (make_orders(rng.randrange(2**31)),)
     timed_base = rng.randrange(2**31)
-    state: dict[str, Any] = {}
 
     def correct() -> Item:
         item = same_answers(solution, baseline, cases, show=_show, describe=_describe)
@@ -260,25 +260,11 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
                       hint="profile.memory(your_function, orders).top('count') shows which lines still "
                            "allocate; copy nothing the report does not need")
 
-    def fast() -> Item:
+    def fast() -> tuple[Item, ...]:
         item = speed(baseline, solution, inputs=lambda k: (make_orders(timed_base + k),), rounds=rounds,
                      required_speedup=required_speedup,
                      what=f"{TIMED_ORDERS} orders, a new batch for every timed call")
-        state["comparison"] = item.detail
-        return item
+        return item, *concluded(experiment, item.detail)
 
-    def prediction() -> Item:
-        if experiment is None:
-            return passed("no experiment given: pass experiment=exp to record your prediction against the "
-                          "measured ratio")
-        try:
-            done = experiment.conclude(state["comparison"])
-            done.save()
-        except Exception as e:  # a record that cannot be concluded (already concluded, not an Experiment…)
-            return failed(f"your experiment could not be concluded: {type(e).__name__}: {e}",
-                          hint="plan a new one with Experiment.plan(...) and pass it as experiment=")
-        return passed(f"experiment {done.title!r}: predicted {done.predicted_ratio}, measured "
-                      f"{done.measured_ratio:.3f} — {done.outcome}", detail=done)
-
-    result = EXERCISE.grade(correct, within_budget, fast, prediction)
+    result = EXERCISE.grade(correct, within_budget, fast)
     return CheckResult(f"{result.title} (seed {seed})", result.items)

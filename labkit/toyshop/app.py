@@ -9,6 +9,7 @@ Endpoints (all GET; see ``/openapi.json``):
 - ``/statement?customer_id=ID`` or ``/statement?lines=N&seed=S``: every order line of a customer (or N synthetic
   lines) as CSV; the ``buffers`` switch picks how the body is built
 - ``/config/{key}``: one config value
+- ``/cache``: the product cache's and the config cache's totals (hits, misses, size, snapshot age…)
 - ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
   how many were served, their summed time inside the app, and the count's integral over time (with the
   server's clock) — for Little's law in the tail-latency lab; this request itself is not counted
@@ -27,6 +28,10 @@ Started with the process switch ``alloc=census``, the service counts every alloc
 (:class:`labkit.alloc.Census`, memray) into the Server-Timing metrics ``alloc`` and ``alloc_bytes``. The count
 is process-wide, so that service serves one request at a time (and one pool thread): its times are not
 comparable with an uncounted service's.
+
+``cache=local`` answers product details from :class:`labkit.toyshop.productcache.ProductCache` (hits, misses
+and the snapshot's age in Server-Timing); ``log=sync|queued`` writes an access-log line per request
+(:mod:`labkit.toyshop.reqlog`, a ``log`` stage); ``preset=baseline|all`` sets the capstone's switches at once.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ from labkit.toyshop import gclog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
+from labkit.toyshop.productcache import ProductCache
+from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.statement import (
     MAX_STATEMENT_LINES,
     render_statement,
@@ -65,7 +72,7 @@ from labkit.toyshop.statement import (
     synthetic_statement,
 )
 from labkit.toyshop.statement import MEDIA_TYPE as _CSV
-from labkit.toyshop.variants import REQUEST_SWITCHES, check_request_switch, resolve
+from labkit.toyshop.variants import PRESETS, REQUEST_SWITCHES, check_request_switch, resolve, with_preset
 from labkit.toyshop.wiring import (
     BufferPool,
     ConfigCache,
@@ -166,7 +173,8 @@ class _Counts:
 class _Service:
     """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
 
-    def __init__(self, db_path: Path, catalog: Any, settings: dict[str, Any], io_threads: int) -> None:
+    def __init__(self, db_path: Path, catalog: Any, settings: dict[str, Any], io_threads: int,
+                 request_log: Path | str | None = None) -> None:
         self.db_path, self.catalog, self.settings = db_path, catalog, settings
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
         self._local = threading.local()
@@ -177,6 +185,13 @@ class _Service:
         self.counts = _Counts()
         self.pool = BufferPool(scribble=settings["scribble"] == "on")  # the statement's buffers=pooled
         self.one_at_a_time: asyncio.Lock | None = None  # alloc=census serves one request at a time
+        self.product_cache = ProductCache(catalog, preload=_hot_products(db_path))  # started by its first lookup
+        self.request_log = RequestLog(request_log)
+
+    def close(self) -> None:
+        """Stop the product cache's refresher and write every queued access-log line (process shutdown)."""
+        self.product_cache.stop()
+        self.request_log.close()
 
     def conn(self) -> ToyshopConnection:
         conn = getattr(self._local, "conn", None)
@@ -189,11 +204,17 @@ class _Service:
         return None if row is None else row[0]
 
     def catalog_for(self, sw: Mapping[str, str]) -> Any:
-        return self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
+        cat = self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
+        return self.product_cache.view(cat) if sw["cache"] == "local" else cat
+
+    def default_codec(self, request: Request) -> str:
+        """The codec when the request names none: its preset's, else the process default."""
+        preset = request.query_params.get("preset") or self.settings["preset"]
+        return PRESETS.get(preset, {}).get("codec", self.settings["codec"])
 
     def switches(self, request: Request, extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """The request's switches (process defaults overridden by query parameters) and its other params."""
-        sw = {k: self.settings[k] for k in REQUEST_SWITCHES}
+        given: dict[str, str] = {}
         params: dict[str, str] = {}
         for key in request.query_params:
             values = request.query_params.getlist(key)
@@ -201,7 +222,7 @@ class _Service:
                 raise BadParam(key, f"parameter {key!r} given {len(values)} times; give it once")
             if key in REQUEST_SWITCHES:
                 try:
-                    sw[key] = check_request_switch(key, values[0])
+                    given[key] = check_request_switch(key, values[0])
                 except BadInputError as exc:
                     raise BadParam(key, str(exc)) from None
             elif key in extra:
@@ -209,7 +230,7 @@ class _Service:
             else:
                 known = ", ".join((*extra, *REQUEST_SWITCHES))
                 raise BadParam(key, f"unknown parameter {key[:40]!r}; this endpoint takes {known}")
-        return sw, params
+        return with_preset({k: self.settings[k] for k in REQUEST_SWITCHES}, given), params
 
     async def blocking(self, fn: Callable[[ToyshopConnection], Any]) -> Any:
         """Run blocking SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait``."""
@@ -294,7 +315,7 @@ async def _respond(svc: _Service, request: Request, handler: Handler, schema: st
             if not raw:
                 try:
                     codec, fmt = negotiate(request.headers.get("accept"), request.query_params.get("codec"), schema,
-                                           svc.settings["codec"])
+                                           svc.default_codec(request))
                 except NotAcceptable:
                     raise
                 except BadInputError as exc:
@@ -323,14 +344,32 @@ async def _respond(svc: _Service, request: Request, handler: Handler, schema: st
         except Exception as exc:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback
             log.exception("toyshop request failed")
             status, media, body = 500, "application/json", _error(500, "internal", repr(exc))
+        if ctx["sw"]["log"] != "off":
+            with span("log"):
+                svc.request_log.write(ctx["sw"]["log"], request.method, request.url.path + (
+                    "?" + request.url.query if request.url.query else ""), status, _clock() - t0)
         trace.add("total", _clock() - t0)
         headers["Server-Timing"] = trace.server_timing()
     headers["X-Variant"] = ",".join(f"{k}={v}" for k, v in ctx["sw"].items())
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
+def _hot_products(db_path: Path) -> list[int]:
+    """The dataset's hot products (the product cache preloads them); none for a file without a size."""
+    from labkit.toyshop.dataset import SIZES, hot_products
+
+    conn = connect(db_path)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'size'").fetchone()
+    except Exception:  # a database without toyshop's meta table: nothing to preload
+        row = None
+    finally:
+        conn.close()
+    return hot_products(row[0]) if row and row[0] in SIZES else []
+
+
 def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any] | None = None,
-               io_threads: int = 4) -> Starlette:
+               io_threads: int = 4, request_log: Path | str | None = None) -> Starlette:
     """The order service as a Starlette app.
 
     Args:
@@ -339,11 +378,14 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
         variants: process defaults for every switch of :mod:`labkit.toyshop.variants` (``pool`` and ``gc``
             are process-only; ``gc`` is applied by the launcher, not here).
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
+        request_log: the access-log file for ``log=sync|queued`` (default: a temporary file).
+
+    Call ``app.state.service.close()`` when done: it writes the queued log lines and stops the cache.
     """
     settings = resolve(variants)
     if settings["alloc"] == "census" and census_unavailable():
         raise BadInputError(f"variant alloc=census cannot count allocations: {census_unavailable()}")
-    svc = _Service(Path(db_path), catalog, settings, io_threads)
+    svc = _Service(Path(db_path), catalog, settings, io_threads, request_log)
 
     async def health(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -437,6 +479,13 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
     async def stats(request: Request) -> Response:
         return Response(orjson.dumps(svc.counts.as_dict()), media_type="application/json")
 
+    async def caches(request: Request) -> Response:
+        products = svc.product_cache.stats()
+        config = svc.config_cache.stats()
+        body = {"products": {**products._asdict(), "hit_ratio": products.hit_ratio},
+                "config": {**config._asdict(), "hit_ratio": config.hit_ratio}}
+        return Response(orjson.dumps(body), media_type="application/json")
+
     schema = orjson.dumps(openapi_schema())
 
     async def openapi(request: Request) -> Response:
@@ -452,7 +501,7 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
     routes = [Route("/health", health), Route("/customers/{customer_id}/export", export),
               Route("/orders/{order_id}", order), Route("/quote", quote), Route("/config/{key}", config),
               Route("/statement", statement),
-              Route("/stats", stats), Route("/openapi.json", openapi)]
+              Route("/stats", stats), Route("/cache", caches), Route("/openapi.json", openapi)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     middleware=[Middleware(_InFlight, counter=svc.counts)])
     app.state.service = svc

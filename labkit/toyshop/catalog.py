@@ -7,6 +7,10 @@ real round trip per item. Endpoints (JSON):
 - ``GET /products/{id}``: one product (32 fields); 404 if unknown.
 - ``GET /products?ids=1,2,3``: a batch of at most ``max_batch`` ids (400 beyond):
   ``{"products": [...], "missing": [...]}`` in the order asked.
+- ``PATCH /products/{id}`` with a JSON object of fields: the write path (changes those fields, bumps the
+  catalog's version; 400 naming a bad field, 404 if unknown); answers the product, version in ``X-Catalog-Version``.
+- ``GET /products/changes?since=V``: the change feed, ``{"version": now, "changed": [ids written after V]}``.
+  Writes are kept in memory (:class:`labkit.toyshop.productstore.ProductStore`).
 
 ``delay_ms`` adds a sleep to every call: an **emulation of a farther network** (another host, another
 zone), labelled as such in the ``X-Emulated-Delay-Ms`` response header. A delayed call costs the delay plus a
@@ -36,6 +40,7 @@ import orjson
 
 from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
+from labkit.toyshop.productstore import ProductStore
 
 __all__ = ["CatalogClient", "FakeCatalog", "Observer", "create_app", "load_products", "MAX_BATCH"]
 
@@ -98,7 +103,8 @@ def create_app(db_path: Path | str, *, delay_ms: float = 0.0, max_batch: int = M
 
     if delay_ms < 0 or max_batch < 1:
         raise BadInputError(f"catalog needs delay_ms >= 0 and max_batch >= 1 (got {delay_ms}, {max_batch})")
-    encoded = {pid: orjson.dumps(p) for pid, p in load_products(db_path).items()}
+    store = ProductStore(load_products(db_path))
+    encoded = store.encoded  # writes replace entries of this very dict
     delay_s = delay_ms / 1000.0
     headers = {"X-Emulated-Delay-Ms": f"{delay_ms:g}"} if delay_ms else {}
 
@@ -131,17 +137,47 @@ def create_app(db_path: Path | str, *, delay_ms: float = 0.0, max_batch: int = M
             return _json_error(400, "ids", f"ids must be comma-separated positive integers, got {raw[:80]!r}")
         if delay_s:
             await _delay(delay_s)
-        found, missing = [], []
-        for p in parts:
-            body = encoded.get(int(p))
-            if body is None:
-                missing.append(int(p))
-            else:
-                found.append(body)
+        found, missing = store.batch([int(p) for p in parts])
         content = b'{"products":[' + b",".join(found) + b'],"missing":' + orjson.dumps(missing) + b"}"
         return Response(content, media_type="application/json", headers=headers)
 
-    return Starlette(routes=[Route("/health", health), Route("/products/{product_id}", one),
+    async def one_or_write(request: Any) -> Any:
+        if request.method != "PATCH":
+            return await one(request)
+        raw = request.path_params["product_id"]
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+            return _json_error(400, "product_id", f"product_id must be a positive integer, got {raw[:40]!r}")
+        body = await request.body()
+        if len(body) > 65_536:
+            return _json_error(400, "body", "an update is at most 64 KiB of JSON")
+        try:
+            fields = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return _json_error(400, "body", f"the body is not JSON ({exc}); send an object of fields to change")
+        if delay_s:
+            await _delay(delay_s)
+        try:
+            done = store.update(int(raw), fields)
+        except BadInputError as exc:
+            return _json_error(400, "body", str(exc))
+        if done is None:
+            return _json_error(404, "product_id", f"no product with id {int(raw)}")
+        version, product = done
+        return Response(orjson.dumps(product), media_type="application/json",
+                        headers={**headers, "X-Catalog-Version": str(version)})
+
+    async def changes(request: Any) -> Any:
+        raw = request.query_params.get("since", "")
+        if set(request.query_params) - {"since"} or not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+            return _json_error(400, "since", f"use /products/changes?since=<version>, a number >= 0 (got {raw[:40]!r})")
+        if delay_s:
+            await _delay(delay_s)
+        version, changed = store.changes(int(raw))
+        return Response(orjson.dumps({"version": version, "changed": changed}), media_type="application/json",
+                        headers=headers)
+
+    return Starlette(routes=[Route("/health", health), Route("/products/changes", changes),
+                             Route("/products/{product_id}", one_or_write, methods=["GET", "PATCH"]),
                              Route("/products", batch)])
 
 
@@ -206,6 +242,30 @@ class _Base:
         if status != 200:
             raise ServiceError(f"catalog answered {status} for a batch of {len(ids)}: {body[:200]!r}")
         return orjson.loads(body)["products"]
+
+    def _send(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        raise NotImplementedError
+
+    def update(self, product_id: int, fields: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The write path: change ``fields`` of one product (one call); the product as it is now, or None if
+        the catalog does not know it. Raises BadInputError for a field it refuses (naming it)."""
+        status, body = self._send("PATCH", f"/products/{int(product_id)}", orjson.dumps(dict(fields)))
+        if status == 404:
+            return None
+        if status == 400:
+            raise BadInputError(f"catalog refused the update of product {product_id}: "
+                                f"{orjson.loads(body).get('message', body[:200])}")
+        if status != 200:
+            raise ServiceError(f"catalog answered {status} to an update of product {product_id}: {body[:200]!r}")
+        return orjson.loads(body)
+
+    def changes(self, since: int) -> tuple[int, list[int]]:
+        """The change feed (one call): ``(catalog version now, ids written after version since)``."""
+        status, body = self._send("GET", f"/products/changes?since={int(since)}")
+        if status != 200:
+            raise ServiceError(f"catalog answered {status} for its change feed: {body[:200]!r}")
+        data = orjson.loads(body)
+        return int(data["version"]), [int(i) for i in data["changed"]]
 
     def get(self, product_id: int) -> dict[str, Any] | None:
         """One product's details (one HTTP call), or None if the catalog does not know it."""
@@ -302,6 +362,20 @@ class CatalogClient(_Base):
             return resp.status, body
         raise AssertionError("unreachable")
 
+    def _send(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        # the write path and the change feed: off the request path, so neither observers nor the trace see them
+        for attempt in (0, 1):
+            conn = self._conn()
+            try:
+                conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+                resp = conn.getresponse()
+                return resp.status, resp.read()
+            except (http.client.HTTPException, OSError) as exc:
+                conn.close()  # a kept-alive connection the server closed: reconnect once
+                if attempt:
+                    raise ServiceError(f"catalog at {self.base_url} did not answer {method} {path}: {exc!r}") from exc
+        raise AssertionError("unreachable")
+
     def close(self) -> None:
         """Close every connection and pool this client opened."""
         super().close()
@@ -328,7 +402,8 @@ class FakeCatalog(_Base):
     def __init__(self, products: Mapping[int, dict[str, Any]], *, observers: list[Observer] | None = None,
                  batch_size: int = 50, concurrency: int = 1, delay_ms: float = 0.0) -> None:
         super().__init__(observers, batch_size, concurrency)
-        self._encoded = {int(k): orjson.dumps(v) for k, v in products.items()}
+        self.store = ProductStore(products)
+        self._encoded = self.store.encoded
         self.delay_ms = delay_ms
 
     @classmethod
@@ -351,6 +426,18 @@ class FakeCatalog(_Base):
         for obs in self.observers:
             obs("GET", self.base_url + path, dur)
         return status, body
+
+    def _send(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        if self.delay_ms:
+            time.sleep(self.delay_ms / 1000)
+        try:
+            if method == "PATCH":
+                done = self.store.update(int(path.rsplit("/", 1)[1]), orjson.loads(body or b"null"))
+                return (404, b'{"error":"not_found"}') if done is None else (200, orjson.dumps(done[1]))
+            version, changed = self.store.changes(int(path.split("since=", 1)[1]))
+        except BadInputError as exc:
+            return 400, orjson.dumps({"error": "bad_parameter", "message": str(exc)})
+        return 200, orjson.dumps({"version": version, "changed": changed})
 
     def __repr__(self) -> str:
         return f"FakeCatalog({len(self._encoded)} products)"

@@ -9,7 +9,9 @@ generator version, size, seed, row counts) which is how a stale or foreign file 
 The same size and seed give the same rows on every machine (``random.Random`` with a fixed seed, no clock).
 A few *ladder* customers have a known number of orders of exactly 4 items each (:data:`LADDER`), so a lab
 can plot latency against item count; the rest follow a skewed distribution (many with few orders, a few
-with many). A build writes a temporary file and renames it into place, so an interrupted build never
+with many), and their order lines follow an 80/20 product popularity: :func:`hot_products` (a fifth of the
+products) receive four fifths of their lines, so a product cache preloaded with them has a hit ratio worth
+measuring. The ladder's lines pick products uniformly (unchanged since schema 3, so earlier labs' figures hold). A build writes a temporary file and renames it into place, so an interrupted build never
 leaves a half-written database; a corrupt, truncated or stale file is detected and rebuilt with a message.
 """
 
@@ -28,9 +30,9 @@ from pathlib import Path
 from labkit.errors import BadInputError, ResultsError
 
 __all__ = ["SIZES", "LADDER", "SCHEMA_VERSION", "data_dir", "db_path", "ensure", "build", "verify",
-           "config_key", "skewed_config_keys", "ladder", "main"]
+           "config_key", "skewed_config_keys", "hot_products", "HOT_FRACTION", "HOT_SHARE", "ladder", "main"]
 
-SCHEMA_VERSION = 3  # bump whenever the schema or the generator's output changes: old files are rebuilt
+SCHEMA_VERSION = 4  # bump whenever the schema or the generator's output changes: old files are rebuilt
 SEED = 20261130
 #: size -> (customers, products, config keys, max orders for a random customer)
 SIZES: dict[str, tuple[int, int, int, int]] = {
@@ -41,6 +43,8 @@ SIZES: dict[str, tuple[int, int, int, int]] = {
 #: customer id -> number of orders (each of exactly 4 items): the latency-vs-item-count ladder.
 LADDER: dict[int, int] = {1: 50, 2: 1, 3: 2, 4: 5, 5: 10, 6: 20, 7: 100, 8: 200, 9: 0}
 ITEMS_PER_LADDER_ORDER = 4
+#: the product popularity of non-ladder order lines: HOT_SHARE of them go to HOT_FRACTION of the products.
+HOT_FRACTION, HOT_SHARE = 0.2, 0.8
 
 _AREAS = ("pricing", "feature", "limits", "ui", "search", "shipping", "tax", "promo")
 _WORDS = ("red blue green steel oak linen wool cotton compact deluxe classic modern travel kids pro mini "
@@ -126,6 +130,16 @@ def skewed_config_keys(n: int, size: str = "small", *, hot_fraction: float = 0.2
     hot, cold = order[:n_hot], order[n_hot:]
     rng = random.Random(seed)
     return [config_key(rng.choice(hot) if rng.random() < hot_share else rng.choice(cold)) for _ in range(n)]
+
+
+def hot_products(size: str = "small") -> list[int]:
+    """The popular products of a dataset, sorted: :data:`HOT_FRACTION` of the product ids, which receive
+    :data:`HOT_SHARE` of the non-ladder customers' order lines. Computable without the database (a fixed
+    shuffle of the ids), so a service can preload them at start."""
+    n_products = SIZES[_check_size(size)][1]
+    order = list(range(1, n_products + 1))
+    random.Random(f"{SEED}:hot-products").shuffle(order)  # scattered over the ids, not the first ones
+    return sorted(order[:max(1, int(n_products * HOT_FRACTION))])
 
 
 def ladder(conn: sqlite3.Connection) -> list[tuple[int, int, int]]:
@@ -218,6 +232,12 @@ def _fill(conn: sqlite3.Connection, size: str, n_customers: int, n_products: int
     products = list(_products(rng, n_products))
     conn.executemany(f"INSERT INTO products VALUES ({','.join('?' * 32)})", products)
     prices = [p[7] for p in products]
+    hot = hot_products(size)
+    hot_set = set(hot)
+    cold = [pid for pid in range(1, n_products + 1) if pid not in hot_set]
+    # a second stream for the 80/20 product choice, so the main stream (order counts, dates, quantities) and
+    # therefore every ladder customer's rows stay exactly as they were before the skew
+    popular = random.Random(f"{SEED}:{size}:popularity")
     orders, items = [], []
     oid = iid = 0
     for cid in range(1, n_customers + 1):
@@ -232,6 +252,8 @@ def _fill(conn: sqlite3.Connection, size: str, n_customers: int, n_products: int
             for line in range(1, n_items + 1):
                 iid += 1
                 pid = rng.randrange(1, n_products + 1)
+                if ladder_n is None:
+                    pid = popular.choice(hot) if popular.random() < HOT_SHARE else popular.choice(cold)
                 qty = rng.choice((1, 1, 1, 2, 3))
                 unit = prices[pid - 1] * (100 - rng.choice((0, 0, 5, 10))) // 100
                 total += qty * unit

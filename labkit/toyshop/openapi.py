@@ -79,6 +79,10 @@ def openapi_schema() -> dict[str, Any]:
             "/config/{key}": _op("one config value", [key]),
             "/statement": _statement_op(),
             "/gc": gclog.OPENAPI,
+            "/cache": {"get": {"summary": "the product and config caches: hits, misses, size, the product "
+                                          "snapshot's age and staleness bound",
+                               "responses": {"200": {"description": "OK", "content": {"application/json": {
+                                   "schema": {"type": "object"}}}}}}},
             "/stats": {"get": {"summary": "requests in flight now (every request inside the app), the peak, and "
                                           "requests served; this request is not counted",
                                "responses": {"200": {"description": "OK", "content": {"application/json": {

@@ -22,6 +22,22 @@ import threading
 __all__ = ["main", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
+#: called (once) before the process exits, however it stops: write queued log lines, stop background threads
+_at_exit: list = []
+_exit_lock = threading.Lock()
+
+
+def _run_exit_hooks() -> None:
+    # under the lock throughout: a second caller (SIGTERM's path and the watchdog's race) waits until the
+    # first has finished, so neither exits while a hook is still writing
+    with _exit_lock:
+        hooks = list(_at_exit)
+        _at_exit.clear()
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:  # a hook that fails must not keep the others from running
+                print(f"toyshop: exit hook {hook!r} failed: {exc!r}", file=sys.stderr, flush=True)
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -41,6 +57,7 @@ def die_with_parent(parent_pid: int) -> None:
                 pass
         except OSError:
             pass
+        _run_exit_hooks()  # e.g. the queued access log: nothing lost when the parent stops us
         os._exit(0)  # the parent closed the pipe: it exited or was killed
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
@@ -57,6 +74,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--variants", default="{}", help="JSON object of switches")
     p.add_argument("--io-threads", type=int, default=4)
     p.add_argument("--max-connections", type=int, default=1000)
+    p.add_argument("--request-log", default=None, help="access-log file for log=sync|queued")
     return p.parse_args(argv)
 
 
@@ -76,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         from labkit.toyshop.catalog import CatalogClient
 
         variants = json.loads(args.variants)
-        app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads)
+        app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads,
+                         request_log=args.request_log)
+        _at_exit.append(app.state.service.close)
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="off", log_level="warning",
                             access_log=False, timeout_keep_alive=300, limit_concurrency=args.max_connections,
@@ -85,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "app":
         apply_gc(app.state.service.settings["gc"])
     server.run(sockets=[sock])
+    _run_exit_hooks()
     return 0
 
 

@@ -17,7 +17,12 @@ are chosen at start only, because they change the process itself (garbage collec
 | layout  | aos, soa                | request  | quote pricing over dicts vs NumPy columns (core)            |
 | buffers | grow, prealloc, pooled  | request  | fresh containers vs reused buffers (core); pooled: a shared |
 |         |                         |          | pool with a deliberate stale-state bug (statements only)    |
-| cache   | none, local             | request  | config lookup in SQLite every time vs in-process cache      |
+| cache   | none, local             | request  | config lookups and product details: every time from SQLite  |
+|         |                         |          | and the catalog vs in-process caches (productcache.py)      |
+| log     | off, sync, queued       | request  | access log: none (default) / written on the request path /  |
+|         |                         |          | queued to a listener thread (reqlog.py)                     |
+| preset  | none, baseline, all     | request  | none: each switch as given; baseline / all: the capstone's  |
+|         |                         |          | slow configuration / every request-level fix (PRESETS)      |
 | gc      | default, tuned          | process  | CPython's GC thresholds vs gc.freeze() + larger gen-0       |
 | pool    | integer >= 1 (40)       | process  | threads for blocking DB work (Starlette's default is 40)    |
 | queue   | integer >= 0 (0)        | process  | 0: unbounded wait for a pool thread; N: beyond pool + N     |
@@ -25,6 +30,11 @@ are chosen at start only, because they change the process itself (garbage collec
 | scribble| off, on                 | process  | debug: fill released pool buffers with 0xDD (+ a red zone)  |
 | alloc   | off, census             | process  | count allocator calls per request (memray) into Server-     |
 |         |                         |          | Timing ``alloc``; serves one request at a time (pool 1)     |
+
+``log`` and ``preset`` default to their first value like every switch, but that value is not a slow baseline:
+``off`` keeps other labs' measurements unchanged, ``none`` leaves every switch as given. A ``preset`` sets the
+switches of :data:`PRESETS`; a switch given in the same request overrides it (``?preset=all&cache=none``: every
+fix but the cache). Process switches (``gc``, ``pool``, ``queue``, ``scribble``, ``alloc``) are never part of a preset.
 """
 
 from __future__ import annotations
@@ -36,13 +46,26 @@ from typing import Any
 from labkit.errors import BadInputError
 from labkit.toyshop.core.variants import VARIANTS as CORE_VARIANTS
 
-__all__ = ["REQUEST_SWITCHES", "PROCESS_SWITCHES", "DEFAULT_POOL", "resolve", "check_request_switch"]
+__all__ = ["REQUEST_SWITCHES", "PROCESS_SWITCHES", "DEFAULT_POOL", "PRESETS", "resolve", "check_request_switch",
+           "with_preset"]
 
 #: per-request (code-path) switches: name -> allowed values, baseline first.
 REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "n1": ("naive", "batched", "join"),
     "io": ("serial", "concurrent"),
     **CORE_VARIANTS,
+    "log": ("off", "sync", "queued"),
+    "preset": ("none", "baseline", "all"),
+})
+#: the capstone's two configurations (lab 08). ``all`` keeps the JSON format and every product field: the
+#: fixes change how the answer is made, never what it says (trimming fields is a change of contract).
+PRESETS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "baseline": MappingProxyType({"n1": "naive", "io": "serial", "codec": "json", "compress": "none",
+                                  "fields": "full", "cache": "none", "log": "sync", "layout": "aos",
+                                  "buffers": "grow"}),
+    "all": MappingProxyType({"n1": "join", "io": "concurrent", "codec": "orjson", "compress": "none",
+                             "fields": "full", "cache": "local", "log": "queued", "layout": "soa",
+                             "buffers": "prealloc"}),
 })
 DEFAULT_POOL = 40  # Starlette/anyio's default thread limiter: the baseline of the pool-sizing lesson
 #: process switches: name -> allowed values (``pool`` and ``queue`` take integers).
@@ -61,6 +84,17 @@ def check_request_switch(name: str, value: str) -> str:
         raise BadInputError(f"bad value {value!r} for switch {name!r}: use one of {', '.join(allowed)} "
                             f"(default {allowed[0]!r})")
     return value
+
+
+def with_preset(defaults: Mapping[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
+    """A request's switches: ``defaults`` (the process's), then the preset in force (``given`` or the default)
+    applied, then the switches ``given`` in the request itself on top."""
+    sw = dict(defaults)
+    preset = given.get("preset", sw.get("preset", "none"))
+    if preset != "none":
+        sw.update(PRESETS[preset])
+    sw.update(given)
+    return sw
 
 
 def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -1,0 +1,147 @@
+"""What the capstone measures between its steps: Server-Timing waterfalls, the kept baseline's diff, build cost.
+
+    w = waterfall(shop, "/customers/4/export?preset=baseline", "baseline")    # median stages of n requests
+    w.stage_ms["catalog"], w.counts["catalog"], w.client_ms
+    diff = kept_diff(baseline_load, final_load)                              # P50…P99.9 side by side, ratios
+    source_lines(export_join)                                                # a fix's cost to build, in lines
+
+A :class:`Waterfall` is a value (raw samples kept, ``to_frame()``, ``save()``/``load()``); charts are in
+:mod:`labkit.capstone.render`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.errors import BadInputError
+from labkit.results import Saveable
+
+__all__ = ["STAGES", "Waterfall", "waterfall", "kept_diff", "source_lines"]
+
+#: Server-Timing stages in the order a request meets them; ``other`` (inside the app, in no named stage)
+#: and ``outside`` (the client's time minus the server's total: framework, HTTP, loopback) are added.
+STAGES = ("parse", "wait", "db", "catalog", "compute", "serialize", "log")
+COUNTS = ("db", "catalog", "cache_hit", "cache_miss", "size")
+
+
+@dataclass(frozen=True)
+class Waterfall(Saveable):
+    """The median Server-Timing stages of ``n`` requests to one path, and the client's own time.
+
+    Attributes:
+        label: a name for the configuration (a step of the lab).
+        path: the path requested.
+        samples_ms: per stage (and ``total``, ``client``), one value per request, in ms.
+        counts: per counted metric (queries, catalog calls, cache hits and misses, body bytes), the median.
+    """
+
+    KIND = "waterfall"
+
+    label: str
+    path: str
+    samples_ms: dict[str, tuple[float, ...]]
+    counts: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Waterfall:
+        """Rebuild from :meth:`to_dict` output (the samples come back as tuples)."""
+        w = super().from_dict(data)
+        return cls(w.label, w.path, {k: tuple(v) for k, v in w.samples_ms.items()}, dict(w.counts))
+
+    @property
+    def n(self) -> int:
+        """Requests measured."""
+        return len(self.samples_ms.get("client", ()))
+
+    @property
+    def stage_ms(self) -> dict[str, float]:
+        """Median ms per stage, with ``other`` (total minus the named stages) and ``outside`` (client minus
+        total), in request order."""
+        med = {k: statistics.median(v) for k, v in self.samples_ms.items() if v}
+        out = {s: med.get(s, 0.0) for s in STAGES}
+        out["other"] = max(0.0, med.get("total", 0.0) - sum(out.values()))
+        out["outside"] = max(0.0, med.get("client", 0.0) - med.get("total", 0.0))
+        return out
+
+    @property
+    def total_ms(self) -> float:
+        """Median of the server's ``total``."""
+        return statistics.median(self.samples_ms["total"])
+
+    @property
+    def client_ms(self) -> float:
+        """Median time the client waited (send to last byte)."""
+        return statistics.median(self.samples_ms["client"])
+
+    def to_frame(self) -> Any:
+        """One row per stage: ``step``, ``stage``, ``ms`` (median), ``start_ms`` and ``end_ms`` laid end to end."""
+        import pandas as pd
+
+        rows, t = [], 0.0
+        for stage, ms in self.stage_ms.items():
+            rows.append({"step": self.label, "stage": stage, "ms": ms, "start_ms": t, "end_ms": t + ms,
+                         "client_ms": self.client_ms})
+            t += ms
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        top = sorted(self.stage_ms.items(), key=lambda kv: -kv[1])[:3]
+        return (f"Waterfall({self.label!r}: client {self.client_ms:.3f} ms over {self.n} requests; biggest "
+                + ", ".join(f"{s} {ms:.3f}" for s, ms in top) + ")")
+
+
+def waterfall(shop: Any, path: str, label: str | None = None, n: int = 20, warmup: int = 2,
+              headers: dict[str, str] | None = None) -> Waterfall:
+    """GET ``path`` ``n`` times one after another (after ``warmup``) with a :class:`labkit.client.Endpoint`
+    and keep every response's Server-Timing stages and counts.
+
+    Raises BadInputError for ``n`` < 1, and :class:`labkit.errors.ServiceError` if a response is not 200.
+    """
+    from labkit.errors import ServiceError
+
+    if not isinstance(n, int) or n < 1:
+        raise BadInputError(f"n is how many requests to measure, at least 1, got {n!r}")
+    for _ in range(warmup):
+        shop.get(path, headers)
+    samples: dict[str, list[float]] = {s: [] for s in (*STAGES, "total", "client")}
+    counts: dict[str, list[float]] = {c: [] for c in COUNTS}
+    for _ in range(n):
+        r = shop.get(path, headers)
+        if r.status != 200:
+            raise ServiceError(f"GET {path} answered {r.status}: {r.body[:200]!r}")
+        for s in (*STAGES, "total"):
+            samples[s].append(r.dur_ms(s) or 0.0)
+        samples["client"].append(r.elapsed_ns / 1e6)
+        for c in COUNTS:
+            counts[c].append(float(r.count(c) or 0))
+    return Waterfall(label or path, path, {k: tuple(v) for k, v in samples.items()},
+                     {k: statistics.median(v) for k, v in counts.items()})
+
+
+def kept_diff(kept: Any, now: Any, qs: tuple[float, ...] = (50, 90, 99, 99.9)) -> Any:
+    """The kept baseline beside a new run, as a design review reads it: a row per percentile (ms), the
+    ratio kept/now, and each run's responses, errors and offered rate. Both are load results."""
+    import pandas as pd
+
+    pk, pn = kept.percentiles(qs), now.percentiles(qs)
+    rows = [{"percentile": f"P{q:g}", "kept baseline (ms)": pk[q] / 1e6, "now (ms)": pn[q] / 1e6,
+             "× faster": pk[q] / pn[q] if pn[q] else float("nan")} for q in qs]
+    df = pd.DataFrame(rows)
+    df.attrs["runs"] = {name: {"responses": r.responses, "errors": r.error_count, "offered req/s": r.offered_rate,
+                               "when": r.created} for name, r in (("kept", kept), ("now", now))}
+    return df
+
+
+def source_lines(*objects: Any) -> int:
+    """Lines of source of functions, classes or modules: a rough, countable proxy for what a fix cost to
+    build (and to keep). Objects without source count zero."""
+    total = 0
+    for obj in objects:
+        try:
+            total += len([ln for ln in inspect.getsource(obj).splitlines() if ln.strip()])
+        except (OSError, TypeError):
+            continue
+    return total
