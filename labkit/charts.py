@@ -440,9 +440,11 @@ def load_timeline(result: Any, window_s: float = 1.0,
     ).properties(width=520, height=240)
 
 
-def knee_chart(sweep: Any, title: str = "Rate sweep: where latency bends and throughput stops") -> alt.HConcatChart:
+def knee_chart(sweep: Any, title: str = "Rate sweep: where latency bends and throughput stops",
+               guess: float | None = None) -> alt.HConcatChart:
     """Two panels over the offered rate of a :class:`labkit.load.Sweep`: P50/P99 latency (log scale) and
-    achieved vs offered rate (the diagonal is "keeps up"). The knee (``sweep.knee()``) is a dashed line."""
+    achieved vs offered rate (the diagonal is "keeps up"). The knee (``sweep.knee()``) is a dashed red line;
+    ``guess`` (a rate in req/s, e.g. the learner's guessed knee) a dotted grey one."""
     if not hasattr(sweep, "knee"):
         raise BadInputError(f"knee_chart takes a labkit.load.Sweep, got {type(sweep).__name__}")
     df = sweep.to_frame()
@@ -465,6 +467,11 @@ def knee_chart(sweep: Any, title: str = "Rate sweep: where latency bends and thr
             strokeDash=[6, 4], color="firebrick").encode(alt.X("offered:Q"), tooltip=["why:N"])
         left_layers.append(rule)
         right_layers.append(rule)
+    if guess is not None:
+        mine = alt.Chart(pd.DataFrame({"offered": [float(guess)], "why": ["your guess"]})).mark_rule(
+            strokeDash=[2, 3], color="gray", strokeWidth=2).encode(alt.X("offered:Q"), tooltip=["why:N"])
+        left_layers.append(mine)
+        right_layers.append(mine)
     return alt.hconcat(alt.layer(*left_layers).properties(width=300, height=240),
                        alt.layer(*right_layers).properties(width=300, height=240),
                        title=title + (f" — knee at {k.rate:,.0f} req/s ({k.reason})" if k else " — no knee yet"))

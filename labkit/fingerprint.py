@@ -12,11 +12,12 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fingerprint"]
+__all__ = ["fingerprint", "CpuWatch"]
 
 _PACKAGES = ("labkit", "numpy", "pandas", "scipy", "altair", "numba", "orjson", "msgpack", "starlette",
              "uvicorn", "uvloop", "memray", "py-spy")
@@ -96,3 +97,73 @@ def fingerprint() -> dict[str, Any]:
     info["memory_available_bytes"] = psutil.virtual_memory().available
     info["cpu_governor"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     return info
+
+
+class CpuWatch:
+    """CPU used while something ran: by this process and its children (the service a lab started, the load
+    generator's thread), and by everything else on the machine — the neighbours whose work moves your numbers.
+
+        watch = CpuWatch()            # starts now
+        ...                            # run the load
+        use = watch.stop()             # {"wall_s", "cores", "ours_cores", "others_cores", "steal_cores"}
+
+    Amounts are in *cores*: 0.5 means half of one CPU's time over the window, on average. ``others_cores`` is the
+    machine's busy time (steal included: time the hypervisor gave to other guests) minus this process tree's.
+    A child that started during the window counts in full; one that exited during it is lost (it is not ours
+    any more, and its time then shows as the neighbours'). Linux and macOS, through psutil.
+    """
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._t0 = time.monotonic()
+        self._sys0 = self._busy()
+        self._ours0 = self._tree()
+        self._stall0 = _cpu_stall_us()
+
+    def _busy(self) -> tuple[float, float]:
+        t = self._psutil.cpu_times()
+        idle = t.idle + getattr(t, "iowait", 0.0)
+        guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # already counted in user time
+        return sum(t) - idle - guest, getattr(t, "steal", 0.0)
+
+    def _tree(self) -> dict[tuple[int, float], float]:
+        me = self._psutil.Process()
+        out: dict[tuple[int, float], float] = {}
+        for p in [me, *me.children(recursive=True)]:
+            with contextlib.suppress(self._psutil.Error):
+                t = p.cpu_times()
+                out[(p.pid, p.create_time())] = t.user + t.system
+        return out
+
+    def stop(self) -> dict[str, float]:
+        """The window's use so far (the watch can be read again later, from the same start).
+
+        ``cpu_pressure`` (Linux with PSI, else absent) is the share of the window during which at least one
+        runnable task waited for a CPU: near 0 on a quiet machine; high means every thread — the service's,
+        the generator's — queued for a core, whoever caused it.
+        """
+        wall = max(time.monotonic() - self._t0, 1e-9)
+        busy, steal = self._busy()
+        ours = sum(v - self._ours0.get(k, 0.0) for k, v in self._tree().items())
+        busy_d, steal_d = busy - self._sys0[0], steal - self._sys0[1]
+        out = {"wall_s": round(wall, 3), "cores": float(os.cpu_count() or 1),
+               "ours_cores": round(max(ours, 0.0) / wall, 3),
+               "others_cores": round(max(busy_d - ours, 0.0) / wall, 3),
+               "steal_cores": round(max(steal_d, 0.0) / wall, 3)}
+        stall = _cpu_stall_us()
+        if stall is not None and self._stall0 is not None:
+            out["cpu_pressure"] = round(min(1.0, (stall - self._stall0) / 1e6 / wall), 3)
+        return out
+
+
+def _cpu_stall_us() -> int | None:
+    """Linux PSI: total µs during which some runnable task waited for a CPU (None where unavailable)."""
+    text = _read("/proc/pressure/cpu")
+    if not text:
+        return None
+    for part in text.splitlines()[0].split():
+        if part.startswith("total="):
+            return int(part[6:])
+    return None

@@ -267,6 +267,17 @@ def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click
         assert_offline(page, failed, outside)
 
 
+def test_lab07_pool_panel_adds_a_bounded_step_and_draws_it_with_no_network(lab):
+    with browser_page(f"{lab}/lab/tree/07_tail_latency.ipynb?reset") as (page, failed, outside):
+        run_notebook(page, timeout_s=420)
+        panel = page.locator(".labkit-panel").first
+        assert _results_shown(panel) == 1, panel.inner_text()  # the notebook's own step drew the first point
+        click_panel(page)                                      # the click must add the second
+        assert _results_shown(panel) == 2, panel.inner_text()
+        assert_charts_drawn(page, at_least=8)
+        assert_offline(page, failed, outside)
+
+
 def test_every_lab_is_opened_in_the_browser_by_some_test():
     # a new lab gets a test here (its own, or a row in _PLAIN_LABS): LABS.md asks every lab to be opened
     here = Path(__file__).read_text()

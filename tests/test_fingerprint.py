@@ -8,3 +8,21 @@ def test_fingerprint_describes_machine_and_load():
         assert key in fp
     assert fp["cores_logical"] >= 1 and fp["memory_total_bytes"] > 0
     assert "numpy" in fp["packages"] and fp["python"].startswith("3.")
+
+
+def test_cpu_watch_counts_this_process_and_the_rest_of_the_machine():
+    import time
+
+    from labkit.fingerprint import CpuWatch
+
+    # GIVEN a watch, WHEN this process spins for a while
+    watch = CpuWatch()
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.2:
+        sum(range(1000))
+    use = watch.stop()
+    # THEN at least that CPU time is counted as ours, and nothing is negative
+    assert use["ours_cores"] * use["wall_s"] >= 0.15
+    assert use["others_cores"] >= 0 and use["steal_cores"] >= 0 and use["cores"] >= 1
+    if "cpu_pressure" in use:
+        assert 0 <= use["cpu_pressure"] <= 1

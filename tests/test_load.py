@@ -394,14 +394,15 @@ def _synthetic(rate: float, achieved: float, p99_ms: float, errors: int = 0) -> 
     settings = Settings(url="http://127.0.0.1:1/", mode="open", rate=rate, concurrency=None, arrivals="constant",
                         duration_s=1.0, max_requests=10**6, timeout_s=1.0, connections=8, warmup_s=0.0, seed=0,
                         paths=None, picker=None)
-    n = 1000
+    # every request due in the 1-s window is answered, the last ones late when the service could not keep up
+    n = round(rate) - errors
     samples = np.full(n, 1_000_000, dtype=np.int64)
-    samples[-20:] = int(p99_ms * 1e6)
+    samples[-max(2, n // 50):] = int(p99_ms * 1e6)
     return LoadResult(settings=settings, samples_ns=samples, service_ns=samples.copy(),
                       start_ns=np.arange(n, dtype=np.int64), statuses=np.full(n, 200, dtype=np.int16),
                       path_ids=np.zeros(n, dtype=np.int32), paths=("/",), status_counts={200: n},
                       errors={"timeout": errors} if errors else {}, error_examples={}, offered_rate=rate,
-                      achieved_rate=achieved, duration_s=1.0)
+                      achieved_rate=achieved, duration_s=n / achieved)
 
 
 def test_knee_rule():
@@ -438,3 +439,69 @@ def test_charts_build_from_results(server):
     assert "knee at 300" in str(charts.knee_chart(bent).to_dict()["title"])
     with pytest.raises(BadInputError):
         charts.load_timeline(r, window_s=0)
+
+
+def test_poisson_steps_are_judged_against_their_own_schedule(clock):
+    # GIVEN a Poisson run whose window happened to hold fewer arrivals than the nominal rate promises
+    r, _ = _replay(clock, {}, rate=100, duration_s=0.5, connections=4, arrivals="poisson", seed=3)
+    # THEN it kept up with what was actually scheduled, whatever the nominal rate says
+    assert r.scheduled_rate == pytest.approx(r.requests / 0.5)
+    assert r.achieved_rate == pytest.approx(r.scheduled_rate)
+    assert Sweep((r,)).knee() is None
+    closed, _ = _replay(type(clock)(), {}, concurrency=1, duration_s=0.01)
+    assert closed.scheduled_rate is None
+
+
+def test_sweep_stops_once_clearly_past_the_knee(monkeypatch):
+    import sys
+
+    sweep_mod = sys.modules["labkit.load.sweep"]  # the package re-exports sweep(), which shadows the module
+
+    # GIVEN a service that keeps up to 300 req/s and saturates beyond
+    def fake_run(url, *, rate, **kw):
+        return _synthetic(rate, min(rate, 300), 2 if rate <= 300 else 40)
+
+    monkeypatch.setattr(sweep_mod, "run", fake_run)
+    # WHEN swept from 100 to 1000 by 100, stopping after two steps past the knee
+    sw = sweep_mod.sweep("http://127.0.0.1:1/", range(100, 1001, 100), pause_s=0, progress=False)
+    # THEN it ran 400 and 500 (both broke a rule) and no further
+    assert [s.offered_rate for s in sw.steps] == [100, 200, 300, 400, 500]
+    assert sw.knee().rate == 400 and sw.knee().last_good_rate == 300
+    # AND it suggests a finer sweep between the last good rate and the knee
+    assert sw.next_rates(4) == (320.0, 340.0, 360.0, 380.0)
+    everything = sweep_mod.sweep("http://127.0.0.1:1/", range(100, 1001, 100), pause_s=0, progress=False,
+                                 stop_after=None)
+    assert len(everything.steps) == 10
+    with pytest.raises(BadInputError, match="stop_after"):
+        sweep_mod.sweep("http://127.0.0.1:1/", [100], stop_after=0)
+
+
+def test_a_sweep_without_a_knee_says_so_and_suggests_higher_rates():
+    sw = Sweep((_synthetic(100, 100, 2), _synthetic(200, 200, 2.2), _synthetic(400, 400, 2.5)))
+    assert sw.knee() is None
+    assert sw.next_rates(4) == (600.0, 800.0, 1000.0, 1200.0)
+    assert any("no knee between 100 and 400 req/s" in w and "[600.0, 800.0" in w for w in sw.warnings)
+    assert "no knee between" in sw.summary()
+    # the lowest rate already broke a rule: sweep lower
+    low = Sweep((_synthetic(100, 60, 2), _synthetic(200, 90, 40)))
+    assert low.knee().last_good_rate is None and low.next_rates(3) == (25.0, 50.0, 75.0)
+    assert "sweep lower" in low.summary()
+
+
+def test_a_busy_machine_is_flagged_on_the_run_and_the_sweep():
+    from dataclasses import replace
+
+    quiet = replace(_synthetic(100, 100, 2), fingerprint={"cpu": {"others_cores": 0.05, "cores": 2.0}})
+    busy = replace(_synthetic(200, 200, 2), fingerprint={"cpu": {"others_cores": 0.9, "cores": 2.0,
+                                                                 "cpu_pressure": 0.6}})
+    assert not any("busy" in w for w in quiet.warnings)
+    assert any("other programs used 0.90 of 2 cores" in w and "60 %" in w for w in busy.warnings)
+    assert any("1 of 2 steps ran on a busy machine" in w for w in Sweep((quiet, busy)).warnings)
+
+
+def test_runs_record_the_cpu_of_the_machine_meanwhile(server):
+    r = run(server.url + "/ok", rate=100, duration_s=0.2)
+    cpu = r.fingerprint["cpu"]
+    assert set(cpu) >= {"wall_s", "cores", "ours_cores", "others_cores", "steal_cores"}
+    # the window covers the run (its last arrival may fall a little short of duration_s): never a speed
+    assert cpu["wall_s"] > 0.1 and cpu["ours_cores"] >= 0 and cpu["others_cores"] >= 0

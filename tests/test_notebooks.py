@@ -31,6 +31,7 @@ BUDGET_S: dict[str, float] = {
     "04_data_layout.ipynb": 90,
     "05_serialization.ipynb": 90,
     "06_gc_profiling.ipynb": 90,
+    "07_tail_latency.ipynb": 90,
     "08_capstone.ipynb": 90,
 }
 

@@ -11,10 +11,25 @@ if TYPE_CHECKING:
     from labkit.load.result import LoadResult
     from labkit.load.sweep import Sweep
 
-__all__ = ["summary_text", "summary_html", "warnings_for", "sweep_text"]
+__all__ = ["summary_text", "summary_html", "warnings_for", "sweep_text", "busy_note"]
 
 # A run is "saturated" when it delivers less than this share of the offered rate.
 SATURATED = 0.95
+# Other programs using this many cores during a run make it a busy-machine run (see labkit.fingerprint.CpuWatch).
+BUSY_OTHERS_CORES = 0.25
+
+
+def busy_note(r: LoadResult) -> str | None:
+    """A sentence when other programs used the CPUs during the run (``fingerprint["cpu"]``), else None."""
+    cpu = r.fingerprint.get("cpu") or {}
+    others = cpu.get("others_cores")
+    if others is None or others < BUSY_OTHERS_CORES:
+        return None
+    waited = cpu.get("cpu_pressure")
+    also = f"; some task waited for a CPU {100 * waited:.0f} % of the time" if waited is not None else ""
+    return (f"the machine was busy: other programs used {others:.2f} of {cpu.get('cores', 0):g} cores during this "
+            f"run{also}. Latencies include waiting for a core and the capacity is shared, so a knee here may "
+            "be the neighbours'. Quieten the machine (or wait) and run again before believing it.")
 
 
 def _head(r: LoadResult) -> str:
@@ -44,7 +59,7 @@ def warnings_for(r: LoadResult) -> list[str]:
     if r.responses == 0:
         out.append("no response at all: is the service running at this URL? (labkit.service.start())")
         return out
-    if r.offered_rate and r.achieved_rate < SATURATED * r.offered_rate:
+    if r.offered_rate and r.achieved_rate < SATURATED * (r.scheduled_rate or r.offered_rate):
         out.append(
             f"achieved {r.achieved_rate:,.0f} req/s is below the offered {r.offered_rate:,.0f}: the service (or the "
             "generator) is saturated at this rate; latencies here include queueing. Lower rate= to measure "
@@ -66,6 +81,9 @@ def warnings_for(r: LoadResult) -> list[str]:
                        "raise connections= if the service has spare capacity)")
         else:
             out.append(f"{kind}: {r.errors.get(kind, 0):,} × e.g. {msg}")
+    busy = busy_note(r)
+    if busy:
+        out.append(busy)
     if r.responses < 100:
         out.append(f"only {r.responses} responses: P99 needs well over 100; raise duration_s= or rate=")
     return out
@@ -112,5 +130,12 @@ def sweep_text(sw: Sweep) -> str:
         lines.append(f"{r.offered_rate or 0:>10,.0f} {r.achieved_rate:>10,.0f} {format_duration(p[50]):>10} "
                      f"{format_duration(p[99]):>10} {r.error_count:>8,}")
     k = sw.knee()
-    lines.append(f"knee: {k.rate:,.0f} req/s ({k.reason})" if k else "knee: not reached (no step bent)")
+    if k is None:
+        lines.append("knee: not reached (no step bent)")
+    elif k.last_good_rate is None:
+        lines.append(f"knee: at or below the first rate, {k.rate:,.0f} req/s ({k.reason}); sweep lower, e.g. "
+                     f"rates={list(sw.next_rates())}")
+    else:
+        lines.append(f"knee: {k.rate:,.0f} req/s ({k.reason}); last good {k.last_good_rate:,.0f} req/s")
+    lines += [f"warning: {w}" for w in sw.warnings]
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import BadInputError
+from labkit.fingerprint import CpuWatch
 from labkit.load._engine import Engine, RawRun
 from labkit.load._options import PathPicker, Settings, make_picker, make_settings, parse_target
 from labkit.load.result import LoadResult
@@ -229,8 +230,9 @@ def run(
                                 f"{sorted(os.sched_getaffinity(0))}")
     s = engine.s
     desc = f"{s.rate:,.0f} req/s" if s.mode == "open" else f"c={s.concurrency}"
+    watch = CpuWatch()
     raw = _drive(engine, cpus, bool(progress), desc)
-    return build_result(engine.s, raw, name=name)
+    return build_result(engine.s, raw, name=name, fingerprint=_with_cpu(watch))
 
 
 async def run_async(url: str, *, name: str = "", **kwargs: Any) -> LoadResult:
@@ -240,6 +242,17 @@ async def run_async(url: str, *, name: str = "", **kwargs: Any) -> LoadResult:
     thread so the kernel's loop does not disturb the timing.
     """
     engine = prepare(url, **kwargs)
+    watch = CpuWatch()
     raw = await engine.run()
-    return build_result(engine.s, raw, name=name)
+    return build_result(engine.s, raw, name=name, fingerprint=_with_cpu(watch))
+
+
+def _with_cpu(watch: CpuWatch) -> dict[str, Any]:
+    """The fingerprint, plus the CPU this process tree and the rest of the machine used during the run
+    (``fingerprint["cpu"]``, see :class:`labkit.fingerprint.CpuWatch`): what the busy-machine warning reads."""
+    from labkit.fingerprint import fingerprint
+
+    fp = fingerprint()
+    fp["cpu"] = watch.stop()
+    return fp
 

@@ -121,6 +121,18 @@ class LoadResult(Saveable):
         return self.error_count / self.requests if self.requests else 0.0
 
     @property
+    def scheduled_rate(self) -> float | None:
+        """Open loop: the requests due in the measured window per second of it -- the rate this run's own
+        schedule offered. With Poisson arrivals it differs from ``offered_rate`` by chance (a 1-s window at
+        100 req/s holds ~100 ± 10), so "did the service keep up?" compares ``achieved_rate`` with this, not
+        with the nominal rate. ``offered_rate`` when the request cap ended the run early; None in a closed loop."""
+        if self.offered_rate is None:
+            return None
+        if self.requests >= self.settings.max_requests:
+            return self.offered_rate
+        return self.requests / self.settings.duration_s
+
+    @property
     def ok_rate(self) -> float:
         """2xx responses per second."""
         return self.ok / self.duration_s if self.duration_s > 0 else 0.0

@@ -11,7 +11,8 @@ Endpoints (all GET; see ``/openapi.json``):
 - ``/config/{key}``: one config value
 - ``/cache``: the product cache's and the config cache's totals (hits, misses, size, snapshot age…)
 - ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
-  and how many were served — for Little's law in the tail-latency lab; this request itself is not counted
+  how many were served, their summed time inside the app, and the count's integral over time (with the
+  server's clock) — for Little's law in the tail-latency lab; this request itself is not counted
 - ``/openapi.json``
 
 Every response carries ``Server-Timing: parse;dur=…, db;dur=…;count=<queries>, catalog;dur=…;count=<calls>,
@@ -125,8 +126,11 @@ def apply_gc(mode: str) -> None:
 
 class _InFlight:
     """Counts the HTTP requests inside the app right now (parsing, queued for a pool thread, waiting on the
-    catalog, encoding: all of them), the peak, and how many were served. Pure ASGI middleware on the event
-    loop's thread, so plain integers suffice. ``/stats``, which reports the counts, is not counted itself."""
+    catalog, encoding: all of them), the peak, how many were served, the time they spent inside the app
+    (``time_in_app_ns``, summed: with ``served``, the app's own mean time in system), and the running integral
+    of the count over time (``in_flight_ns``: between two reads, its change over the change of ``now_ns`` is the
+    exact mean number in flight — no sampling). Pure ASGI middleware on the event loop's thread, so plain
+    integers suffice. ``/stats``, which reports the counts, is not counted itself."""
 
     def __init__(self, app: Any, counter: _Counts) -> None:
         self.app, self.counts = app, counter
@@ -135,23 +139,35 @@ class _InFlight:
         if scope["type"] != "http" or scope["path"] == "/stats":
             return await self.app(scope, receive, send)
         c = self.counts
-        c.in_flight += 1
+        t0 = c.step(+1)
         c.peak_in_flight = max(c.peak_in_flight, c.in_flight)
         try:
             await self.app(scope, receive, send)
         finally:
-            c.in_flight -= 1
+            c.time_in_app_ns += c.step(-1) - t0
             c.served += 1
 
 
 class _Counts:
-    __slots__ = ("in_flight", "peak_in_flight", "served")
+    __slots__ = ("in_flight", "peak_in_flight", "served", "time_in_app_ns", "in_flight_ns", "_since")
 
     def __init__(self) -> None:
-        self.in_flight = self.peak_in_flight = self.served = 0
+        self.in_flight = self.peak_in_flight = self.served = self.time_in_app_ns = self.in_flight_ns = 0
+        self._since = _clock()
+
+    def step(self, by: int) -> int:
+        """Change the count by ``by`` now, first adding (count × time since the last change) to the integral."""
+        now = _clock()
+        self.in_flight_ns += self.in_flight * (now - self._since)
+        self._since = now
+        self.in_flight += by
+        return now
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        self.step(0)
+        out = {name: getattr(self, name) for name in self.__slots__[:-1]}
+        out["now_ns"] = self._since
+        return out
 
 
 class _Service:
