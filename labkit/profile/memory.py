@@ -19,8 +19,9 @@ cannot see:
 * objects CPython takes from its free lists (recently freed floats, tuples, lists, dicts) make no allocator
   call: they are invisible, so the counts are a floor;
 * *temporary* allocations are memray's: freed before any other allocation happened (threshold 1);
-* tracking is process-wide (other threads' allocations land in the profile too) and only one memray
-  tracker can run in a process at a time; it slows the tracked code (``tests/benchmarks/bench_gc_profile.py``
+* a :func:`tracking` block is process-wide (other threads' allocations land in the profile too), while
+  :func:`memory` keeps only what its one call allocated (on the calling thread: work the call hands to other
+  threads is left out, as is a background thread's); only one memray tracker can run in a process at a time; it slows the tracked code (``tests/benchmarks/bench_gc_profile.py``
   prints by how much), so time nothing under it.
 
 Bounded: the capture goes to a temporary folder (removed after reading), and at most ``max_records``
@@ -204,13 +205,15 @@ def _cut(frames: tuple[str, ...], cut: str | None) -> tuple[str, ...] | None:
     """The tracked code's part of a stack, or None for labkit's own allocations (the tracker's bookkeeping,
     the call into the tracked function), which are left out: frames above (and including) the one starting
     with ``cut`` (the helper :func:`memory` calls through) are dropped; memray starts its stacks where
-    tracking began, so nothing above the tracked code is left otherwise."""
+    tracking began, so nothing above the tracked code is left otherwise. A stack without the ``cut`` frame
+    is another thread's, which allocated beside the tracked call: left out too."""
     if frames and all("profile/memory.py:" in f for f in frames):
         return None
     if cut is not None:
         for i, f in enumerate(frames):
             if f.startswith(cut + " "):
                 return frames[i + 1:] or None
+        return None
     return frames or ("(no Python frame: C code)",)
 
 
