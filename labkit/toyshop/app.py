@@ -115,6 +115,18 @@ def _int(raw: str | None, name: str, lo: int = 1, hi: int = 2**31 - 1) -> int:
     return int(raw)
 
 
+def _customer_or_lines(params: Mapping[str, str], max_lines: int, customer_does: str,
+                       lines_does: str) -> tuple[int | None, int | None, int]:
+    """``(customer_id, lines, seed)`` from a request that takes exactly one of ``customer_id=`` or ``lines=``."""
+    if ("customer_id" in params) == ("lines" in params):
+        raise BadParam("customer_id", f"give exactly one of customer_id=<id> ({customer_does}) or lines=<n> "
+                                      f"({lines_does})")
+    seed = _int(params.get("seed", "0"), "seed", 0)
+    cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
+    n = _int(params["lines"], "lines", 0, max_lines) if "lines" in params else None
+    return cid, n, seed
+
+
 def apply_gc(mode: str) -> None:
     """Process switch ``gc``: ``tuned`` freezes every object alive now (startup state is never scanned
     again) and raises the gen-0 threshold from 700 to 50,000 allocations; ``default`` leaves CPython's GC."""
@@ -419,15 +431,11 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             with span("parse"):
                 sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
                 ctx["sw"] = sw
-                if ("customer_id" in params) == ("lines" in params):
-                    raise BadParam("customer_id", "give exactly one of customer_id=<id> (price that customer's "
-                                                  "order history) or lines=<n> (price n synthetic lines)")
+                cid, n, seed = _customer_or_lines(params, MAX_QUOTE_LINES, "price that customer's order history",
+                                                  "price n synthetic lines")
                 if sw["buffers"] == "pooled":
                     raise BadParam("buffers", "buffers=pooled is the statement's (/customers/{id}/statement); "
                                               "the quote kernels take grow or prealloc")
-                seed = _int(params.get("seed", "0"), "seed", 0)
-                cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
-                n = _int(params["lines"], "lines", 0, MAX_QUOTE_LINES) if "lines" in params else None
             rows = None
             if cid is not None:
                 def load(conn: ToyshopConnection) -> list[tuple]:
@@ -444,12 +452,8 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             with span("parse"):
                 sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
                 ctx["sw"] = sw
-                if ("customer_id" in params) == ("lines" in params):
-                    raise BadParam("customer_id", "give exactly one of customer_id=<id> (that customer's order "
-                                                  "lines) or lines=<n> (a statement of n synthetic lines)")
-                seed = _int(params.get("seed", "0"), "seed", 0)
-                cid = _int(params["customer_id"], "customer_id") if "customer_id" in params else None
-                n = _int(params["lines"], "lines", 0, MAX_STATEMENT_LINES) if "lines" in params else None
+                cid, n, seed = _customer_or_lines(params, MAX_STATEMENT_LINES, "that customer's order lines",
+                                                  "a statement of n synthetic lines")
             if cid is not None:
                 customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid))
             else:
