@@ -97,9 +97,41 @@ def test_a_preset_sets_its_switches_and_a_switch_given_beside_it_wins(app_client
 def test_a_process_default_preset_applies_to_every_request(db):
     app = create_app(db, FakeCatalog.from_db(db), variants={"preset": "all"})
     with TestClient(app) as c:
+        c.get("/customers/4/export")  # the cache's first miss: see the hop test below
         resp = c.get("/customers/4/export")
         assert "codec=orjson" in resp.headers["x-variant"] and _timing(resp)["db"].count == 2
     app.state.service.close()
+
+
+def test_hop_inline_runs_on_the_loop_while_the_cache_hits_and_retries_a_miss_on_the_pool(db):
+    # GIVEN a service whose product cache is cold, WHEN the export runs with hop=inline, THEN the first request
+    # misses, is run again on a pool thread (a hop_retry, its queries counted twice) and answers what the
+    # baseline answers; the next one hits, never waits for a pool thread and has no retry
+    app = create_app(db, FakeCatalog.from_db(db))
+    svc = app.state.service
+    on = []
+    real_blocking = svc.blocking
+
+    async def spy(fn, inline=False):
+        on.append("loop" if inline else "pool")
+        return await real_blocking(fn, inline)
+    svc.blocking = spy
+    with TestClient(app) as c:
+        slow = c.get("/customers/4/export?preset=baseline")
+        on.clear()
+        first = c.get("/customers/4/export?preset=all")
+        assert on == ["loop", "pool"] and _timing(first)["hop_retry"].count == 1 and _timing(first)["db"].count == 4
+        on.clear()
+        second = c.get("/customers/4/export?preset=all")
+        assert on == ["loop"] and "hop_retry" not in _timing(second) and _timing(second)["db"].count == 2
+        assert _timing(second)["wait"].dur_ms == 0 and _timing(second)["cache_miss"].count == 0
+        assert json.loads(first.content) == json.loads(second.content) == json.loads(slow.content)
+        on.clear()
+        c.get("/customers/4/export?preset=all&cache=none")  # no cache: every product is a catalog call
+        assert on == ["pool"]
+        on.clear()
+        assert c.get("/quote?customer_id=4&hop=inline").status_code == 200 and on == ["loop"]
+    svc.close()
 
 
 def test_all_fixes_answer_what_the_baseline_answers_for_every_customer(db):
@@ -140,6 +172,34 @@ def test_queued_lines_are_all_written_by_close(tmp_path):
     assert (tmp_path / "a.log").read_text().splitlines()[-1].endswith("/late 404 0.000 ms")
     with pytest.raises(ValueError, match="off, sync, queued"):
         log.write("loud", "GET", "/", 200, 1)
+
+
+def test_a_queued_line_wakes_no_thread_and_reaches_the_file_within_the_drain_interval(tmp_path, monkeypatch):
+    # GIVEN the queued log, WHEN lines are put, THEN the listener is never blocked on the queue (a blocked
+    # getter is what a put would wake), and the lines are in the file after a drain interval
+    import queue as queue_module
+
+    from labkit.toyshop import reqlog
+    waits = []
+    real_get = queue_module.SimpleQueue.get
+
+    class Spy(queue_module.SimpleQueue):
+        def get(self, block=True, timeout=None):
+            waits.append(block)
+            return real_get(self, block, timeout)
+
+        def get_nowait(self):
+            return self.get(False)
+    monkeypatch.setattr(reqlog.queue, "SimpleQueue", Spy)
+    log = RequestLog(tmp_path / "b.log")
+    for i in range(50):
+        log.write("queued", "GET", f"/y/{i}", 200, 1)
+    deadline = time.monotonic() + reqlog.DRAIN_S * 20
+    while len((tmp_path / "b.log").read_text().splitlines()) < 50 and time.monotonic() < deadline:
+        time.sleep(reqlog.DRAIN_S / 5)
+    assert len((tmp_path / "b.log").read_text().splitlines()) == 50 and time.monotonic() < deadline
+    log.close()
+    assert waits and not any(waits)
 
 
 def test_a_temporary_log_is_removed_on_close():

@@ -13,7 +13,7 @@ import pytest
 from labkit.errors import BadInputError
 from labkit.toyshop.catalog import FakeCatalog
 from labkit.toyshop.dataset import HOT_FRACTION, SIZES, ensure, hot_products
-from labkit.toyshop.productcache import ProductCache
+from labkit.toyshop.productcache import OFFLINE, ProductCache, WouldBlock
 from labkit.trace import collect
 
 
@@ -81,6 +81,21 @@ def test_misses_go_to_the_catalog_in_one_batch_and_are_back_filled_up_to_capacit
     assert roomy.stats()[:2] == (1, 1)
     cache.stop()
     roomy.stop()
+
+
+def test_an_offline_view_answers_hits_and_refuses_a_miss_before_touching_anything(catalog, clock):
+    # hop=inline runs a request on the event loop through view(OFFLINE): a miss must raise, fetch nothing, count
+    # nothing and back-fill nothing, so the request can run again on a pool thread with the real catalog
+    cache = ProductCache(catalog, clock=clock, autostart=False)
+    cache.get_many([1, 2])
+    calls = _calls(catalog)
+    view = cache.view(OFFLINE)
+    assert view.get_many([2, 1]) == {1: catalog.get(1), 2: catalog.get(2)}
+    with pytest.raises(WouldBlock, match="1 products not in the cache"):
+        view.get_many([1, 3])
+    assert calls == [f"fake://catalog/products/{p}" for p in (1, 2)]  # only the check's own
+    assert 3 not in cache.snapshot().products and cache.stats()[:2] == (2, 2)  # the first call missed, the view hit
+    cache.stop()
 
 
 def test_a_write_is_dropped_from_the_next_snapshot_and_hot_products_are_refetched(catalog, clock):

@@ -136,6 +136,26 @@ def test_server_timing_round_trip_with_tricky_values():
     assert list(parsed) == ["db", "cache", "total"]
 
 
+def test_a_traces_header_is_its_metrics_formatted(clock):
+    # server_timing() takes a shortcut past ServerTimingMetric (it runs on every response): same text
+    with collect(clock) as trace:
+        trace.add("db", 0, 0)
+        with span("parse"):
+            clock.tick(2_000)
+        add("db", 300_000, count=2)
+        add("cache", count=5, desc='hit, "warm"')
+        add("size", count=-1)
+        with span("db"):
+            clock.tick(1_000)
+        with span("late"):
+            clock.tick(10)
+        add("only_desc", desc="x")
+    header = trace.server_timing()
+    assert header == format_server_timing(trace.metrics())
+    assert header == ('db;dur=0.301;count=2, cache;desc="hit, \\"warm\\"";count=5, size;count=-1, only_desc;desc=x, '
+                      'parse;dur=0.002, late;dur=0.000')
+
+
 @pytest.mark.parametrize("header, expected", [
     ("miss, db;dur=53, app;dur=47.2", {"miss": None, "db": 53.0, "app": 47.2}),   # the W3C spec's example
     ("cpu;dur=2.4;desc=CPU", {"cpu": 2.4}),

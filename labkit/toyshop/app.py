@@ -63,7 +63,7 @@ from labkit.toyshop import gclog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.openapi import openapi_schema
-from labkit.toyshop.productcache import ProductCache
+from labkit.toyshop.productcache import OFFLINE, ProductCache, WouldBlock
 from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.statement import (
     MAX_STATEMENT_LINES,
@@ -244,8 +244,12 @@ class _Service:
                 raise BadParam(key, f"unknown parameter {key[:40]!r}; this endpoint takes {known}")
         return with_preset({k: self.settings[k] for k in REQUEST_SWITCHES}, given), params
 
-    async def blocking(self, fn: Callable[[ToyshopConnection], Any]) -> Any:
-        """Run blocking SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait``."""
+    async def blocking(self, fn: Callable[[ToyshopConnection], Any], inline: bool = False) -> Any:
+        """Run SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait`` — or, with
+        ``inline`` (the ``hop=inline`` switch), right here on the event loop: no hand-off to a thread and back,
+        at the price of holding the loop while the query runs (fine for short queries on a local file)."""
+        if inline:
+            return fn(self.conn())
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.settings["pool"])
         if self._max_in_flight is not None and self._in_flight >= self._max_in_flight:
@@ -358,8 +362,9 @@ async def _respond(svc: _Service, request: Request, handler: Handler, schema: st
             status, media, body = 500, "application/json", _error(500, "internal", repr(exc))
         if ctx["sw"]["log"] != "off":
             with span("log"):
-                svc.request_log.write(ctx["sw"]["log"], request.method, request.url.path + (
-                    "?" + request.url.query if request.url.query else ""), status, _clock() - t0)
+                query = request.scope["query_string"].decode("latin-1")
+                svc.request_log.write(ctx["sw"]["log"], request.method, request.scope["path"] + (
+                    "?" + query if query else ""), status, _clock() - t0)
         trace.add("total", _clock() - t0)
         headers["Server-Timing"] = trace.server_timing()
     headers["X-Variant"] = ",".join(f"{k}={v}" for k, v in ctx["sw"].items())
@@ -415,7 +420,18 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
                 ident = _int(request.path_params[param], param)
                 sw = ctx["sw"] = svc.switches(request)[0]
             fn, cat = pick(sw), svc.catalog_for(sw)
-            data = await svc.blocking(lambda conn: fn(conn, cat, ident))
+            if sw["hop"] == "inline" and sw["cache"] == "local":
+                # on the loop as long as every product is a cache hit; a miss needs the catalog (a blocking
+                # call), so the work starts again on a pool thread, where waiting is allowed
+                view = svc.product_cache.view(OFFLINE)
+                try:
+                    data = await svc.blocking(lambda conn: fn(conn, view, ident), inline=True)
+                except WouldBlock:
+                    _trace.add("hop_retry", count=1, desc="a cache miss: the work ran again on the pool")
+                    view.catalog = cat.catalog
+                    data = await svc.blocking(lambda conn: fn(conn, view, ident))
+            else:  # inline without the cache would block the loop on every catalog call: always the pool
+                data = await svc.blocking(lambda conn: fn(conn, cat, ident))
             with span("compute"):
                 return trim_export(data, sw["fields"])
         return await _respond(svc, request, h, schema)
@@ -442,7 +458,7 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
                     if conn.execute("SELECT 1 FROM customers WHERE id = ?", (cid,)).fetchone() is None:
                         raise NotFoundError(f"no customer with id {cid}")
                     return conn.execute(_QUOTE_SQL, (cid,)).fetchall()
-                rows = await svc.blocking(load)
+                rows = await svc.blocking(load, inline=sw["hop"] == "inline")
             with span("compute"):
                 return quote_payload(rows, n, seed, sw["layout"], sw["buffers"])
         return await _respond(svc, request, h)
@@ -455,7 +471,8 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
                 cid, n, seed = _customer_or_lines(params, MAX_STATEMENT_LINES, "that customer's order lines",
                                                   "a statement of n synthetic lines")
             if cid is not None:
-                customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid))
+                customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid),
+                                                    inline=sw["hop"] == "inline")
             else:
                 customer, rows = synthetic_statement(n or 0, seed)
             with span("compute"):
@@ -472,9 +489,9 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             if sw["cache"] == "local":
                 hit, value = svc.config_cache.lookup(key)  # a hit costs no query and no thread hop
                 if not hit:
-                    value = await svc.blocking(lambda conn: svc.config_cache.get(key))
+                    value = await svc.blocking(lambda conn: svc.config_cache.get(key), inline=sw["hop"] == "inline")
             else:
-                value = await svc.blocking(lambda conn: svc._load_config(key))
+                value = await svc.blocking(lambda conn: svc._load_config(key), inline=sw["hop"] == "inline")
             if value is None:
                 raise NotFoundError(f"no config key {key!r}")
             return {"key": key, "value": value}

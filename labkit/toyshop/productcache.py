@@ -36,10 +36,29 @@ from typing import Any, NamedTuple
 from labkit import trace
 from labkit.errors import BadInputError, LabkitError
 
-__all__ = ["ProductCache", "Snapshot", "CacheTotals", "REFRESH_S", "MAX_STALE_S"]
+__all__ = ["ProductCache", "Snapshot", "CacheTotals", "WouldBlock", "OFFLINE", "REFRESH_S", "MAX_STALE_S"]
 
 REFRESH_S = 0.5  #: how often the refresher polls the catalog's change feed (seconds)
 MAX_STALE_S = 2.0  #: a snapshot older than this (since its poll was sent) is not served (seconds)
+
+
+class WouldBlock(LabkitError):
+    """A lookup missed the cache while its caller may not wait for the network (see :data:`OFFLINE`)."""
+
+
+class _Offline:
+    """A catalog that never calls out: any lookup raises :class:`WouldBlock` (nothing fetched, nothing counted)."""
+
+    observers: list[Any] = []
+
+    def get_many(self, product_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        raise WouldBlock(f"{len(list(product_ids))} products not in the cache; fetching them would block")
+
+
+#: the catalog for code that must not block, such as a request run on the event loop (``hop=inline``):
+#: ``cache.view(OFFLINE)`` answers hits and raises :class:`WouldBlock` on a miss, before counting anything, so
+#: the caller can run the work again where it may wait (on a pool thread, with a real catalog)
+OFFLINE = _Offline()
 
 
 class Snapshot(NamedTuple):

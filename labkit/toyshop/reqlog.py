@@ -4,9 +4,13 @@
 * ``sync``: the line is formatted and written through a ``logging.FileHandler`` on the request path — the
   handler flushes every record, so each request pays a ``write`` system call before its response leaves
   (seed 003: a debug line written synchronously on every request took a P99 from 300 to 900 µs).
-* ``queued``: the request only puts the record on a queue (``logging.handlers.QueueHandler``); a listener
-  thread (``QueueListener``) formats it and writes it through the same file handler. The request pays an
-  append to a queue; the formatting and the system call happen off its path.
+* ``queued``: the request only puts the line's fields (and the wall-clock time) on a queue; a listener
+  thread makes the log record, formats it and writes it through the same file handler. The request pays a
+  tuple and an append; making the ``LogRecord`` (a dozen attributes: thread, process, caller…), formatting and
+  the system call happen off its path. The listener does not wait on the queue: it wakes every
+  :data:`DRAIN_S` seconds and writes what has arrived. A listener blocked on the queue would be woken by every
+  line — a system call, and on a busy core a switch to the listener thread and back — on the request's path,
+  the cost the queue is there to remove. A line reaches the file within ``DRAIN_S``.
 
 Nothing is lost on an orderly stop: :meth:`RequestLog.close` stops the listener, which first writes every
 record still queued (a test counts the lines); records logged after that are written directly. A process
@@ -19,26 +23,55 @@ was logged (``time.perf_counter_ns``: a monotonic clock for durations; the wall 
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import queue
 import tempfile
 import threading
+import time
 from pathlib import Path
 
-__all__ = ["RequestLog", "MODES"]
+__all__ = ["RequestLog", "MODES", "DRAIN_S"]
 
 MODES = ("off", "sync", "queued")
+DRAIN_S = 0.05  #: how often the queued log's listener writes what has arrived (seconds)
 _FORMAT = "%(asctime)s %(message)s"
+_MESSAGE = "%s %s %d %.3f ms"
 
 
-class _LazyQueueHandler(logging.handlers.QueueHandler):
-    """A QueueHandler that leaves formatting to the listener: the stock ``prepare`` formats the message on
-    the caller's thread, which is the work we want off the request path. Safe here because every argument
-    of an access-log record is an immutable str or number."""
+class _Listener(threading.Thread):
+    """Every ``interval`` seconds, writes each line queued so far through ``handler``; :meth:`stop` writes the
+    rest and returns. It sleeps on an event, never on the queue, so putting a line wakes no thread."""
 
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        return record
+    def __init__(self, handler: logging.Handler, name: str, interval: float) -> None:
+        super().__init__(name=f"request-log-{name}", daemon=True)
+        self.queue: queue.SimpleQueue[tuple[float, str, str, int, int]] = queue.SimpleQueue()  # unbounded
+        self.handler, self.logger_name, self.interval = handler, name, interval
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.drain()
+        self.drain()
+
+    def drain(self) -> None:
+        """Write every line queued so far (on the calling thread)."""
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            self.handler.handle(_record(self.logger_name, *item))
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join()
+
+
+def _record(name: str, created: float, method: str, target: str, status: int, elapsed_ns: int) -> logging.LogRecord:
+    record = logging.LogRecord(name, logging.INFO, __file__, 0, _MESSAGE, (method, target, status, elapsed_ns / 1e6),
+                               None)
+    record.created, record.msecs = created, (created - int(created)) * 1000 // 1  # the request's time, not now
+    return record
 
 
 class RequestLog:
@@ -53,8 +86,7 @@ class RequestLog:
         self.path = Path(path) if path is not None else None
         self._handler: logging.FileHandler | None = None
         self._sync: logging.Logger | None = None
-        self._queued: logging.Logger | None = None
-        self._listener: logging.handlers.QueueListener | None = None
+        self._listener: _Listener | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -68,29 +100,30 @@ class RequestLog:
             self._handler.setFormatter(logging.Formatter(_FORMAT))
         return self._handler
 
-    def _logger(self, mode: str) -> logging.Logger:
+    def _sync_logger(self) -> logging.Logger:
         with self._lock:
-            if mode == "sync" and self._sync is None:
+            if self._sync is None:
                 self._sync = _private_logger(f"sync.{id(self)}", self._file_handler())
-            elif mode == "queued" and self._queued is None:
-                q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()  # unbounded: nothing dropped
-                self._listener = logging.handlers.QueueListener(q, self._file_handler())
+            return self._sync
+
+    def _start_listener(self) -> _Listener:
+        with self._lock:
+            if self._listener is None:
+                self._listener = _Listener(self._file_handler(), f"queued.{id(self)}", DRAIN_S)
                 self._listener.start()
-                self._queued = _private_logger(f"queued.{id(self)}", _LazyQueueHandler(q))
-            logger = self._sync if mode == "sync" else self._queued
-        assert logger is not None
-        return logger
+            return self._listener
 
     def write(self, mode: str, method: str, target: str, status: int, elapsed_ns: int) -> None:
         """Log one request in ``mode`` (``off`` does nothing; ``queued`` after :meth:`close` writes directly)."""
         if mode == "off":
             return
+        if mode == "queued" and not self._closed:
+            listener = self._listener or self._start_listener()
+            listener.queue.put((time.time(), method, target, status, elapsed_ns))
+            return
         if mode not in ("sync", "queued"):
             raise ValueError(f"log mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if mode == "queued" and self._closed:
-            mode = "sync"
-        logger = (self._sync if mode == "sync" else self._queued) or self._logger(mode)
-        logger.info("%s %s %d %.3f ms", method, target, status, elapsed_ns / 1e6)
+        (self._sync or self._sync_logger()).info(_MESSAGE, method, target, status, elapsed_ns / 1e6)
 
     def close(self) -> None:
         """Write every queued record, then flush (idempotent). The file is removed only if it was temporary."""
@@ -98,7 +131,8 @@ class RequestLog:
             self._closed = True
             listener, self._listener = self._listener, None
         if listener is not None:
-            listener.stop()  # puts a sentinel after the queued records and joins: every one is written first
+            listener.stop()  # writes every line queued so far, then returns
+            listener.drain()  # a line put while it stopped (a request racing the close)
         if self._handler is not None:
             self._handler.flush()
             if self._owned and self.path is not None:

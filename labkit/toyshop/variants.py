@@ -21,6 +21,8 @@ are chosen at start only, because they change the process itself (garbage collec
 |         |                         |          | and the catalog vs in-process caches (productcache.py)      |
 | log     | off, sync, queued       | request  | access log: none (default) / written on the request path /  |
 |         |                         |          | queued to a listener thread (reqlog.py)                     |
+| hop     | pool, inline            | request  | SQLite work always handed to a pool thread vs run on the    |
+|         |                         |          | event loop unless it needs the network (a catalog call)     |
 | preset  | none, baseline, all     | request  | none: each switch as given; baseline / all: the capstone's  |
 |         |                         |          | slow configuration / every request-level fix (PRESETS)      |
 | gc      | default, tuned          | process  | CPython's GC thresholds vs gc.freeze() + larger gen-0       |
@@ -55,17 +57,18 @@ REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "io": ("serial", "concurrent"),
     **CORE_VARIANTS,
     "log": ("off", "sync", "queued"),
+    "hop": ("pool", "inline"),
     "preset": ("none", "baseline", "all"),
 })
 #: the capstone's two configurations (lab 08). ``all`` keeps the JSON format and every product field: the
 #: fixes change how the answer is made, never what it says (trimming fields is a change of contract).
 PRESETS: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "baseline": MappingProxyType({"n1": "naive", "io": "serial", "codec": "json", "compress": "none",
-                                  "fields": "full", "cache": "none", "log": "sync", "layout": "aos",
-                                  "buffers": "grow"}),
+                                  "fields": "full", "cache": "none", "log": "sync", "hop": "pool",
+                                  "layout": "aos", "buffers": "grow"}),
     "all": MappingProxyType({"n1": "join", "io": "concurrent", "codec": "orjson", "compress": "none",
-                             "fields": "full", "cache": "local", "log": "queued", "layout": "soa",
-                             "buffers": "prealloc"}),
+                             "fields": "full", "cache": "local", "log": "queued", "hop": "inline",
+                             "layout": "soa", "buffers": "prealloc"}),
 })
 DEFAULT_POOL = 40  # Starlette/anyio's default thread limiter: the baseline of the pool-sizing lesson
 #: process switches: name -> allowed values (``pool`` and ``queue`` take integers).
