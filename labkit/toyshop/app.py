@@ -30,7 +30,9 @@ is process-wide, so that service serves one request at a time (and one pool thre
 comparable with an uncounted service's.
 
 ``cache=local`` answers product details from :class:`labkit.toyshop.productcache.ProductCache` (hits, misses
-and the snapshot's age in Server-Timing); ``log=sync|queued`` writes an access-log line per request
+and the snapshot's age in Server-Timing); ``hop=inline`` runs the SQLite work on the event loop instead of
+handing it to a pool thread (for the export and the order: while every product is a cache hit);
+``log=sync|queued`` writes an access-log line per request
 (:mod:`labkit.toyshop.reqlog`, a ``log`` stage); ``preset=baseline|all`` sets the capstone's switches at once.
 """
 
@@ -267,6 +269,23 @@ class _Service:
             self._in_flight -= 1
 
 
+    async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Any], Any]) -> Any:
+        """``work(conn, catalog)`` with the catalog the switches pick, on the pool — or, with ``hop=inline`` and
+        the product cache, on the event loop as long as every product is a cache hit: a miss needs the catalog
+        (a blocking call), so the work starts again on a pool thread (``hop_retry`` in Server-Timing). Without
+        the cache every product is a catalog call, so ``hop=inline`` changes nothing there."""
+        cat = self.catalog_for(sw)
+        if sw["hop"] != "inline" or sw["cache"] != "local":
+            return await self.blocking(lambda conn: work(conn, cat))
+        view = self.product_cache.view(OFFLINE)
+        try:
+            return await self.blocking(lambda conn: work(conn, view), inline=True)
+        except WouldBlock:
+            _trace.add("hop_retry", count=1, desc="a cache miss: the work ran again on the pool")
+            view.catalog = cat.catalog  # the same view: the snapshot's age is reported once
+            return await self.blocking(lambda conn: work(conn, view))
+
+
 #: the stages every response reports, in this order, even when a request never reached them; db and catalog
 #: carry their counts (queries, HTTP calls). Anything else a request adds follows them.
 _STAGES = (("parse", None), ("db", 0), ("catalog", 0), ("compute", None), ("serialize", None), ("wait", None))
@@ -419,19 +438,8 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
             with span("parse"):
                 ident = _int(request.path_params[param], param)
                 sw = ctx["sw"] = svc.switches(request)[0]
-            fn, cat = pick(sw), svc.catalog_for(sw)
-            if sw["hop"] == "inline" and sw["cache"] == "local":
-                # on the loop as long as every product is a cache hit; a miss needs the catalog (a blocking
-                # call), so the work starts again on a pool thread, where waiting is allowed
-                view = svc.product_cache.view(OFFLINE)
-                try:
-                    data = await svc.blocking(lambda conn: fn(conn, view, ident), inline=True)
-                except WouldBlock:
-                    _trace.add("hop_retry", count=1, desc="a cache miss: the work ran again on the pool")
-                    view.catalog = cat.catalog
-                    data = await svc.blocking(lambda conn: fn(conn, view, ident))
-            else:  # inline without the cache would block the loop on every catalog call: always the pool
-                data = await svc.blocking(lambda conn: fn(conn, cat, ident))
+            fn = pick(sw)
+            data = await svc.with_catalog(sw, lambda conn, cat: fn(conn, cat, ident))
             with span("compute"):
                 return trim_export(data, sw["fields"])
         return await _respond(svc, request, h, schema)
