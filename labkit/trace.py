@@ -212,12 +212,14 @@ def _check_name(name: object) -> None:
 
 
 @contextmanager
-def collect(clock: Clock = time.perf_counter_ns) -> Iterator[Trace]:
+def collect(clock: Clock = time.perf_counter_ns, *, into: Trace | None = None) -> Iterator[Trace]:
     """Open a new trace for the current context (a request, a cell) and yield it.
 
-    Nested ``collect()`` blocks each get their own trace; the outer one is restored on exit.
+    Nested ``collect()`` blocks each get their own trace; the outer one is restored on exit. ``into``: collect
+    into this trace instead (one whose metrics were declared before it became current, so they keep their
+    order whatever a callback — a garbage collection's, say — adds while the request starts).
     """
-    trace = Trace(clock)
+    trace = into if into is not None else Trace(clock)
     token = _current.set(trace)
     try:
         yield trace

@@ -7,6 +7,7 @@ import pytest
 from labkit.errors import BadInputError
 from labkit.trace import (
     ServerTimingMetric,
+    Trace,
     add,
     collect,
     current,
@@ -134,6 +135,21 @@ def test_server_timing_round_trip_with_tricky_values():
     assert parsed["db"].dur_ms == 1.25 and parsed["db"].count == 12
     assert parsed["cache"].desc == 'hit, "warm"' and parsed["cache"].dur_ms is None
     assert list(parsed) == ["db", "cache", "total"]
+
+
+def test_collect_into_a_declared_trace_keeps_the_declared_order():
+    # a request declares its stages before its trace is current, so a garbage collection's callback (which adds
+    # to the current trace) cannot put gc first while the request starts
+    t = Trace()
+    t.add("parse", 0)
+    t.add("gc", 0, 0)
+    add("gc", 5, 1)  # nothing collecting yet: dropped, not added to t
+    with collect(into=t) as got:
+        assert got is t and current() is t
+        add("db", 3, 1)
+        add("gc", 7, 1)
+    assert current() is None
+    assert [m.name for m in t.metrics()] == ["parse", "gc", "db"] and t.metrics()[1].count == 1
 
 
 def test_a_traces_header_is_its_metrics_formatted(clock):

@@ -341,10 +341,11 @@ async def _respond(svc: _Service, request: Request, handler: Handler, schema: st
     t0 = _clock()
     ctx: dict[str, Any] = {"sw": {k: svc.settings[k] for k in REQUEST_SWITCHES}}
     headers: dict[str, str] = {"Vary": "Accept"}
-    with collect() as trace:
-        for name, count in _STAGES:
-            trace.add(name, 0, count)
-        gclog.declare(trace)  # gc;dur;count: collections this request triggered (see toyshop.gclog)
+    trace = _trace.Trace()  # declared before it is current: a collection starting now cannot put gc first
+    for name, count in _STAGES:
+        trace.add(name, 0, count)
+    gclog.declare(trace)  # gc;dur;count: collections this request triggered (see toyshop.gclog)
+    with collect(into=trace):
         try:
             codec, fmt = svc.settings["codec"], None
             if not raw:
