@@ -123,7 +123,8 @@ def test_a_pool_study_reads_by_pool_and_fraction(tmp_path):
 
 @pytest.mark.parametrize("pools, kw, match", [([], {}, "pools"), ([0], {}, "pools"), ([2, 2], {}, "twice"),
                                               ([1], {"reference": 0}, "reference"),
-                                              ([1], {"fractions": (0,)}, "fractions")])
+                                              ([1], {"fractions": (0,)}, "fractions"),
+                                              ([1], {"reference_rate": 0}, "reference_rate")])
 def test_pool_study_refuses_bad_settings(pools, kw, match):
     with pytest.raises(BadInputError, match=match):
         pool_study(pools, paths=["/health"], **kw)
@@ -187,8 +188,10 @@ def test_on_a_real_service_the_law_the_probes_the_study_and_the_panel_work():
                                        duration_s=1.0, warmup_s=0.2)
         assert bg is not None and bg.responses > 0 and len(loaded)
     # a tiny pool study: the reference first, every pool at every fraction
-    study = pool_study([1], paths=orders, reference=2, fractions=(0.3,), capacity_s=0.5, step_s=0.5, warmup_s=0.1)
+    study = pool_study([1], paths=orders, reference=2, fractions=(0.3,), capacity_s=0.5, step_s=0.5, warmup_s=0.1,
+                       reference_rate=200.0)
     assert study.pools == (2, 1) and len(study.runs[1]) == 1 and study.capacity_of(2) > 0
+    assert study.rates == (60.0,) and study.at(1, 0.3).offered_rate == 60.0  # 30 % of the capacity given
     # the panel: one bounded step, the service kept for the next step of the same pool
     panel = pool_panel(orders, pools=(1, 2), pool=2, rate_max=200, rate=50, step_s=0.5)
     try:

@@ -208,7 +208,7 @@ def _check_pools(pools: Sequence[int]) -> list[int]:
 def pool_study(pools: Sequence[int], *, paths: Sequence[str] | PathPicker, reference: int = 40,
                fractions: Sequence[float] = (0.8,), capacity_s: float = 3.0, step_s: float = 4.0,
                warmup_s: float = 0.5, connections: int = 64, start: Callable[..., Any] | None = None,
-               progress: bool | None = None, **start_kwargs: Any) -> PoolStudy:
+               progress: bool | None = None, reference_rate: float | None = None, **start_kwargs: Any) -> PoolStudy:
     """For each pool size: start toyshop with ``variants={"pool": N}``, measure its capacity, then run it at each
     fraction of the reference pool's capacity (Poisson arrivals). Services are started one at a time.
 
@@ -223,6 +223,9 @@ def pool_study(pools: Sequence[int], *, paths: Sequence[str] | PathPicker, refer
             ``start(variants={"pool": N, …}, **start_kwargs)``; ``start_kwargs`` may hold ``variants``, ``cpus``,
             ``catalog_delay_ms``, ``size``.
         progress: a progress bar over the runs (default: only inside a Jupyter kernel).
+        reference_rate: the reference pool's capacity (req/s) when it was measured already: the rates are
+            fractions of it, so "80 % of capacity" means the same rate here as where it was measured (each
+            pool's own flat-out run still happens and is reported). Default: the reference's run here.
     """
     pools = _check_pools(pools)
     if isinstance(reference, bool) or not isinstance(reference, int) or reference < 1:
@@ -230,6 +233,9 @@ def pool_study(pools: Sequence[int], *, paths: Sequence[str] | PathPicker, refer
     fracs = tuple(float(f) for f in fractions)
     if not fracs or any(not 0 < f <= 2 for f in fracs):
         raise BadInputError(f"fractions must be shares of capacity in (0, 2], e.g. (0.3, 0.8); got {fractions!r}")
+    if reference_rate is not None and (isinstance(reference_rate, bool) or not isinstance(reference_rate, int | float)
+                                       or not reference_rate > 0):
+        raise BadInputError(f"reference_rate must be a rate in requests per second (> 0), got {reference_rate!r}")
     order = [reference] + [p for p in pools if p != reference]
     if start is None:
         from labkit.service import start as _start
@@ -259,7 +265,8 @@ def pool_study(pools: Sequence[int], *, paths: Sequence[str] | PathPicker, refer
                     bar.set_postfix_str(f"pool={pool}: {cap.achieved_rate:,.0f} req/s flat out", refresh=False)
                     bar.update(1)
                 if not rates:
-                    rates = [max(1.0, round(f * cap.achieved_rate)) for f in fracs]
+                    ref = reference_rate if reference_rate is not None else cap.achieved_rate
+                    rates = [max(1.0, round(f * ref)) for f in fracs]
                 row = []
                 for f, rate in zip(fracs, rates, strict=True):
                     row.append(run(svc.url, rate=rate, arrivals="poisson", duration_s=step_s, warmup_s=warmup_s,
