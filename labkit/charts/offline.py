@@ -1,0 +1,83 @@
+"""Rendering with no internet: Altair's offline renderer (its JavaScript bundle cached on disk) and SVG export."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import altair as alt
+
+from labkit.errors import BadInputError
+
+__all__ = ["enable_offline", "to_svg"]
+
+
+def enable_offline(mode: str = "jupyter") -> str:
+    """Make every Altair chart render offline; returns the renderer name now active.
+
+    Args:
+        mode: ``"jupyter"`` (interactive, in JupyterLab) or ``"svg"`` (static pictures, for exported HTML).
+    """
+    alt.data_transformers.disable_max_rows()
+    if mode == "jupyter":
+        alt.renderers.enable("jupyter", offline=True)
+        with _bundle_cache():  # built now, from the disk cache when there is one, not at the first chart
+            alt.JupyterChart.enable_offline(True)
+    elif mode in ("svg", "png"):
+        alt.renderers.enable(mode)
+    else:
+        raise BadInputError(f"mode must be 'jupyter' or 'svg' (or 'png'), got {mode!r}")
+    return alt.renderers.active
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "labkit"
+
+
+@contextlib.contextmanager
+def _bundle_cache() -> Iterator[None]:
+    """Keep the offline renderer's JavaScript bundle on disk: vl-convert builds it for every new kernel (seconds
+    of CPU, the slowest step of a lab's first chart), and it only changes with the altair/vl-convert versions.
+
+    The bundle is keyed by a hash of vl-convert's version, the Vega-Lite version and the source altair asks to
+    bundle, so an upgrade builds (and caches) a new one; a cache that cannot be read or written is skipped.
+    """
+    try:
+        import vl_convert as vlc
+    except ImportError:  # altair then explains what to install
+        yield
+        return
+    build = vlc.javascript_bundle
+
+    def cached(snippet: str | None = None, vl_version: str | None = None) -> str:
+        raw = f"{getattr(vlc, '__version__', '?')}\0{vl_version}\0{snippet}".encode()
+        path = _cache_dir() / f"altair-offline-{hashlib.sha256(raw).hexdigest()[:20]}.js"
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            pass
+        bundle = build(snippet, vl_version=vl_version)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(bundle, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return bundle
+
+    vlc.javascript_bundle = cached
+    try:
+        yield
+    finally:
+        vlc.javascript_bundle = build
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    """Render a chart to SVG text in Python (vl-convert), with no browser and no network."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(chart.to_dict())

@@ -1,0 +1,159 @@
+"""Charts of how a cost grows: log-log slopes, scaling and size steps, serialization stages and formats, and
+crossovers."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from labkit.charts.samples import UNIT_AXIS
+from labkit.errors import BadInputError
+
+__all__ = ["loglog", "scaling", "size_steps", "stage_bars", "format_map", "crossover"]
+
+
+def loglog(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function", slopes: tuple[float, ...] = (1, 2),
+           title: str = "Time against size, both axes logarithmic") -> alt.LayerChart:
+    """Each series' medians against size on log-log axes, with dashed guide lines of the given slopes.
+
+    On log-log axes a power law ``time ∝ size**k`` is a straight line of slope ``k``: follow a series beside
+    the guides to read its exponent (slope 1 linear, slope 2 quadratic). The guides start at the first series'
+    smallest size.
+
+    Args:
+        frame: one row per sample (or per median) with the size column ``x``, a time column ``y`` in ns and
+            the series column ``by``.
+        slopes: the guide lines to draw.
+    """
+    for col in (x, y, by):
+        if col not in frame.columns:
+            raise BadInputError(f"loglog needs columns {x!r}, {y!r}, {by!r} (got {list(frame.columns)})")
+    df = frame.groupby([by, x], sort=False, as_index=False)[y].median()
+    df["us"] = df[y] / 1e3
+    first = df[df[by] == df[by].iloc[0]].sort_values(x)
+    x0, y0, x1 = float(first[x].iloc[0]), float(first["us"].iloc[0]), float(df[x].max())
+    guides = pd.DataFrame([{"guide": f"slope {k:g}", x: xv, "us": y0 * (xv / x0) ** k}
+                           for k in slopes for xv in (x0, x1)])
+    xs = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=f"{x} (log scale)")
+    ys = alt.Y("us:Q", scale=alt.Scale(type="log"), title=UNIT_AXIS + ", log scale")
+    series = alt.Chart(df).mark_line(point=True).encode(
+        xs, ys, alt.Color(f"{by}:N", title=None), tooltip=[f"{by}:N", f"{x}:Q", alt.Tooltip("us:Q", format=".3~f")])
+    lines = alt.Chart(guides).mark_line(strokeDash=[5, 4], color="gray").encode(xs, ys, alt.Detail("guide:N"))
+    labels = alt.Chart(guides[guides[x] == x1]).mark_text(align="left", dx=5, color="gray").encode(
+        xs, ys, text="guide:N")
+    return alt.layer(lines, labels, series, title=title).properties(width=480, height=300)
+
+
+def scaling(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guides: tuple[float, ...] = (1, 2),
+            x_title: str | None = None, y_title: str | None = None,
+            title: str = "Cost against size (log-log): the slope is the exponent") -> alt.LayerChart:
+    """Log-log lines of the median ``y`` per ``x`` for each ``color``, with dashed guide lines of slope 1, 2…
+
+    On log-log axes ``y ∝ xᵏ`` is a straight line of slope ``k``: a series running parallel to the slope-2
+    guide grows with the square of its size. The guides pass through the first series' largest-size point,
+    so its upper end can be read against them.
+
+    Args:
+        frame: one row per measurement, with numeric ``x`` and ``y`` (positive) and a ``color`` column.
+        guides: the slopes to draw (empty for none).
+    """
+    for col in (x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"scaling needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+    df = frame.copy()
+    if color not in df.columns:
+        df[color] = y
+    df = df[(df[x] > 0) & (df[y] > 0)]
+    if df.empty:
+        raise BadInputError(f"scaling needs positive {x!r} and {y!r} values (log axes): nothing to draw")
+    med = df.groupby([color, x], sort=False, as_index=False)[y].median()
+    first = med[med[color] == med[color].iloc[0]].sort_values(x)
+    x0, y0 = float(first[x].iloc[-1]), float(first[y].iloc[-1])
+    xs = np.geomspace(float(df[x].min()), float(df[x].max()), 12)
+    lo, hi = float(df[y].min()) / 2, float(df[y].max()) * 2  # guides are clipped to the data's range
+    lines = pd.DataFrame([{x: v, y: y0 * (v / x0) ** k, "guide": f"slope {k:g}"} for k in guides for v in xs
+                          if lo <= y0 * (v / x0) ** k <= hi])
+    xe = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x_title or x)
+    ye = alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y_title or y)
+    dots = alt.Chart(df).mark_circle(opacity=0.3, size=25).encode(xe, ye, alt.Color(f"{color}:N", title=color))
+    line = alt.Chart(med).mark_line(point=True).encode(
+        xe, ye, alt.Color(f"{color}:N", title=color),
+        tooltip=[f"{color}:N", f"{x}:Q", alt.Tooltip(f"{y}:Q", format=".3~g")])
+    layers = [dots, line]
+    if guides and not lines.empty:
+        layers.append(alt.Chart(lines).mark_line(strokeDash=[5, 4], color="#888").encode(
+            xe, ye, alt.Detail("guide:N"), tooltip=["guide:N"]))
+        ends = lines.groupby("guide", as_index=False).first()
+        layers.append(alt.Chart(ends).mark_text(align="left", dx=4, dy=-6, color="#666").encode(xe, ye, text="guide:N"))
+    return alt.layer(*layers, title=title).properties(width=520, height=320)
+
+
+def size_steps(frame: pd.DataFrame, x: str = "length", y: str = "bytes",
+               title: str = "sys.getsizeof of a list as it grows: capacity comes in steps") -> alt.Chart:
+    """A step line of ``y`` against ``x``: where it jumps, the container was reallocated (over-allocated)."""
+    for col in (x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"size_steps needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+    return alt.Chart(frame, title=title).mark_line(interpolate="step-after").encode(
+        alt.X(f"{x}:Q", title="items appended"), alt.Y(f"{y}:Q", title="sys.getsizeof (bytes)"),
+        tooltip=[f"{x}:Q", f"{y}:Q"]).properties(width=520, height=260)
+
+
+def stage_bars(frame: pd.DataFrame, title: str = "Where a request's time goes, by payload size") -> alt.Chart:
+    """Stacked bars: median ms per Server-Timing stage for each payload (one bar per ``payload`` label).
+
+    Args:
+        frame: one row per (request, stage) with columns ``payload`` (a label such as "200 items"),
+            ``stage`` and ``ms``.
+    """
+    for col in ("payload", "stage", "ms"):
+        if col not in frame.columns:
+            raise BadInputError(f"stage_bars needs columns payload, stage, ms (got {list(frame.columns)})")
+    df = frame.groupby(["payload", "stage"], sort=False, as_index=False)["ms"].median()
+    order = list(dict.fromkeys(frame["stage"]))
+    return alt.Chart(df, title=title).mark_bar().encode(
+        alt.Y("payload:N", title=None, sort=list(dict.fromkeys(frame["payload"]))),
+        alt.X("ms:Q", title="median time (ms), stacked"), alt.Color("stage:N", sort=order, title="stage"),
+        alt.Order("stage_rank:Q"), tooltip=["payload:N", "stage:N", alt.Tooltip("ms:Q", format=".3f")],
+    ).transform_calculate(stage_rank=f"indexof({order!r}, datum.stage)").properties(width=520, height=40 * df["payload"].nunique() + 20)
+
+
+def format_map(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip µs",
+               title: str = "Every format: bytes on the wire against encode + decode time") -> alt.LayerChart:
+    """One labelled point per format: size against time (log time axis), the fastest and smallest bottom-left.
+
+    Args:
+        frame: one row per format with a ``format`` label and the ``x`` and ``y`` columns.
+    """
+    for col in ("format", x, y):
+        if col not in frame.columns:
+            raise BadInputError(f"format_map needs columns format, {x!r}, {y!r} (got {list(frame.columns)})")
+    base = alt.Chart(frame).encode(alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=True)),
+                                   alt.Y(f"{y}:Q", title=y, scale=alt.Scale(type="log")))
+    dots = base.mark_circle(size=90).encode(alt.Color("format:N", legend=None),
+                                            tooltip=["format:N", alt.Tooltip(f"{x}:Q", format=".1f"),
+                                                     alt.Tooltip(f"{y}:Q", format=".0f")])
+    labels = base.mark_text(align="left", dx=7, dy=-6).encode(text="format:N")
+    return alt.layer(dots, labels, title=title).properties(width=520, height=320)
+
+
+def crossover(frame: pd.DataFrame, floor_us: float,
+              title: str = "Time a faster encoder saves, against the framework's own cost per request") -> alt.LayerChart:
+    """Lines of µs saved per request against payload items, with the HTTP floor as a horizontal rule.
+
+    Args:
+        frame: columns ``items``, ``saved µs`` and ``format``.
+        floor_us: the framework's own cost per request (e.g. the median of ``GET /health``), in µs.
+    """
+    for col in ("items", "saved µs", "format"):
+        if col not in frame.columns:
+            raise BadInputError(f"crossover needs columns items, 'saved µs', format (got {list(frame.columns)})")
+    lines = alt.Chart(frame).mark_line(point=True).encode(
+        alt.X("items:Q", title="items in the payload", scale=alt.Scale(type="log")),
+        alt.Y("saved µs:Q", title="µs saved per request vs stdlib json", scale=alt.Scale(type="symlog")),
+        alt.Color("format:N"), tooltip=["format:N", "items:Q", alt.Tooltip("saved µs:Q", format=".1f")])
+    rule = alt.Chart(pd.DataFrame({"floor": [floor_us], "label": [f"HTTP floor ≈ {floor_us:.0f} µs"]})).mark_rule(
+        strokeDash=[6, 4], color="gray").encode(y="floor:Q")
+    text = rule.mark_text(align="left", dx=4, dy=-6, color="gray").encode(text="label:N")
+    return alt.layer(lines, rule, text, title=title).properties(width=520, height=300)
