@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import socket
 import threading
 import time
@@ -369,8 +370,16 @@ def test_run_async_on_the_callers_loop(server):
 
 
 def test_save_load_round_trip(server, tmp_path):
+    before = time.perf_counter_ns()
     r = run(server.url, concurrency=1, duration_s=5, max_requests=20, paths=["/ok", "/503"])
+    # the measured start on the machine-wide clock: after the call began, before its first response arrived
+    assert before < r.t0_ns and r.t0_ns + int(r.start_ns[0]) + int(r.samples_ns[0]) < time.perf_counter_ns()
     back = LoadResult.load(r.save(tmp_path / "run.json"))
+    assert back.t0_ns == r.t0_ns and r.select("/ok").t0_ns == r.t0_ns
+    old = json.loads((tmp_path / "run.json").read_text())
+    del old["t0_ns"]  # a file saved before t0_ns was recorded
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert LoadResult.load(tmp_path / "old.json").t0_ns == 0
     for name in ("samples_ns", "service_ns", "start_ns", "statuses", "path_ids"):
         assert np.array_equal(getattr(back, name), getattr(r, name))
     assert back.settings == r.settings and back.paths == r.paths and back.errors == r.errors

@@ -95,22 +95,16 @@ def during_load(service: Any, path: str = "/health", *, name: str = "", cpus: An
         ``(load_result, pauses)``: the pauses' ``t_s`` counts from the load's measured start — the axis of
         ``load_result.to_frame()["t_s"]`` — and the window is the measured one (warm-up pauses left out).
     """
-    from labkit.load._runner import _drive, _in_notebook, build_result, prepare
+    from labkit.load import run
 
     url = _url_of(service)
     if not path.startswith("/"):
         raise BadInputError(f"path must start with '/', got {path!r}")
-    engine = prepare(url + path, **load_kwargs)
-    if progress is None:
-        progress = _in_notebook()
-    s = engine.s
-    desc = f"{s.rate:,.0f} req/s" if s.mode == "open" else f"c={s.concurrency}"
     before = time.perf_counter_ns()
-    raw = _drive(engine, set(cpus) if cpus is not None else None, bool(progress), desc)
-    result = build_result(engine.s, raw, name=name)
+    result = run(url + path, name=name, cpus=cpus, progress=progress, **load_kwargs)
     logged = service_pauses(service, since_ns=before)
-    start = engine.measure_ns - logged.t0_ns
-    return result, logged.between(start, start + raw.elapsed_ns)
+    start = result.t0_ns - logged.t0_ns
+    return result, logged.between(start, start + round(result.duration_s * 1e9))
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class RawRun:
     warmup_requests: int = 0
     elapsed_ns: int = 0  # measured window: to the planned end, or to the last response if later or cut short
     connections_opened: int = 0
+    t0_ns: int = 0  # the measured start, on the engine's clock (what every time above counts from)
 
 
 class Engine:
@@ -158,6 +159,7 @@ class Engine:
         cut_short = self._user_stopped or self._measured >= s.max_requests
         last = self._last_done if cut_short else max(self._last_done, self.end_ns)
         self.raw.elapsed_ns = last - self.measure_ns
+        self.raw.t0_ns = self.measure_ns
         self.raw.connections_opened = sum(c.opens for c in conns)
         return self.raw
 

@@ -82,6 +82,7 @@ def build_result(settings: Settings, raw: RawRun, *, fingerprint: dict[str, Any]
         fingerprint=fingerprint,
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         name=name,
+        t0_ns=raw.t0_ns,
     )
 
 

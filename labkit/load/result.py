@@ -57,6 +57,9 @@ class LoadResult(Saveable):
         achieved_rate: responses per second over ``duration_s`` (measured start to last response).
         warmup_requests: requests sent during the warm-up and not counted.
         fingerprint: the machine and its load when the run finished (labkit.fingerprint).
+        t0_ns: the measured start on the run's clock, ``time.perf_counter_ns`` — machine-wide on Linux, so a
+            service's own records (its GC pauses, say) can be put on this run's time axis: ``start_ns`` counts
+            from it. 0 in results saved before it was recorded.
     """
 
     KIND: ClassVar[str] = "load"
@@ -80,6 +83,7 @@ class LoadResult(Saveable):
     fingerprint: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     name: str = ""
+    t0_ns: int = 0
 
     @property
     def label(self) -> str:
@@ -233,7 +237,7 @@ class LoadResult(Saveable):
         for name in _ARRAYS:
             body[name] = encode_array(getattr(self, name))
         for name in ("paths", "error_examples", "offered_rate", "achieved_rate", "duration_s",
-                     "warmup_requests", "connections_opened", "fingerprint", "created", "name"):
+                     "warmup_requests", "connections_opened", "fingerprint", "created", "name", "t0_ns"):
             body[name] = jsonable(getattr(self, name))
         body["status_counts"] = {str(k): int(v) for k, v in self.status_counts.items()}
         body["errors"] = dict(self.errors)
@@ -258,6 +262,7 @@ class LoadResult(Saveable):
             fingerprint=dict(data.get("fingerprint", {})),
             created=str(data.get("created", "")),
             name=str(data.get("name", "")),
+            t0_ns=int(data.get("t0_ns", 0)),
             **arrays,
         )
 
