@@ -268,7 +268,6 @@ class _Service:
         finally:
             self._in_flight -= 1
 
-
     async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Any], Any]) -> Any:
         """``work(conn, catalog)`` with the catalog the switches pick, on the pool — or, with ``hop=inline`` and
         the product cache, on the event loop as long as every product is a cache hit: a miss needs the catalog
