@@ -125,31 +125,28 @@ class Trace:
             if desc is not None:
                 entry["desc"] = desc
 
-    def metrics(self) -> list[ServerTimingMetric]:
-        """Added metrics (in the order first added) merged with span totals (a span's time adds to a metric of
-        the same name), ready to encode."""
-        with self._lock:
-            merged: dict[str, dict[str, Any]] = {n: dict(m) for n, m in self._metrics.items()}
-        for name, ns in self.totals_ns().items():
-            entry = merged.setdefault(name, {})
-            entry["dur_ns"] = entry.get("dur_ns", 0) + ns
-        out = []
-        for name, m in merged.items():
-            params = {"count": str(m["count"])} if "count" in m else {}
-            dur = m.get("dur_ns")
-            out.append(ServerTimingMetric(name, None if dur is None else dur / 1e6, m.get("desc"), params))
-        return out
-
-    def server_timing(self) -> str:
-        """This trace as a ``Server-Timing`` header value: what ``format_server_timing(self.metrics())`` gives,
-        made without the intermediate objects (it runs on every response)."""
+    def _merged(self) -> dict[str, dict[str, Any]]:
+        # the added metrics, in the order first added, with every span's time added to the metric of its name
         with self._lock:
             merged: dict[str, dict[str, Any]] = {n: dict(m) for n, m in self._metrics.items()}
         for name, start, end, _ in self._spans:
             entry = merged.setdefault(name, {})
             entry["dur_ns"] = entry.get("dur_ns", 0) + end - start
+        return merged
+
+    def metrics(self) -> list[ServerTimingMetric]:
+        """Added metrics (in the order first added) merged with span totals (a span's time adds to a metric of
+        the same name), ready to encode."""
+        return [ServerTimingMetric(name, m["dur_ns"] / 1e6 if "dur_ns" in m else None, m.get("desc"),
+                                   {"count": str(m["count"])} if "count" in m else {})
+                for name, m in self._merged().items()]
+
+    def server_timing(self) -> str:
+        """This trace as a ``Server-Timing`` header value: what ``format_server_timing(self.metrics())`` gives,
+        made without the intermediate objects (it runs on every response)."""
         return ", ".join(_metric_text(name, m["dur_ns"] / 1e6 if "dur_ns" in m else None, m.get("desc"),
-                                      {"count": m["count"]} if "count" in m else {}) for name, m in merged.items())
+                                      {"count": m["count"]} if "count" in m else {})
+                         for name, m in self._merged().items())
 
     def __repr__(self) -> str:
         return f"Trace({len(self._spans)} spans: {self.server_timing()!r})"
