@@ -217,15 +217,9 @@ def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, 
         names = tuple(f"gc={getattr(s, 'variants', {}).get('gc', '?')}" for s in services)  # type: ignore[assignment]
         if names[0] == names[1]:
             names = (f"{names[0]} (A)", f"{names[1]} (B)")
-    from labkit.load._runner import _in_notebook
+    from labkit.load._runner import steps_bar
 
-    if progress is None:
-        progress = _in_notebook()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=2 * rounds, desc="process A/B rounds", unit="run", leave=False)
+    bar = steps_bar(progress, 2 * rounds, "process A/B rounds", "run")
     cols: dict[str, list[list[Any]]] = {k: [[], []] for k in ("p50", "p99", "max", "n", "ms", "g2")}
     errors = [0, 0]
     try:

@@ -90,6 +90,16 @@ def _in_notebook() -> bool:
     return "ipykernel" in sys.modules
 
 
+def steps_bar(progress: bool | None, total: int, desc: str, unit: str) -> Any:
+    """A tqdm bar over ``total`` steps (a widget in Jupyter) when ``progress`` is True — or None inside a notebook,
+    the default of every multi-run helper — else None."""
+    if not (_in_notebook() if progress is None else progress):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
 def _drive(engine: Engine, cpus: Iterable[int] | None, progress: bool, desc: str) -> RawRun:
     """Run the engine on a fresh uvloop loop in its own thread; show progress from this thread."""
     import uvloop

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from labkit.errors import BadInputError
-from labkit.load._runner import run
+from labkit.load._runner import run, steps_bar
 from labkit.load.result import LoadResult
 from labkit.results import Saveable
 
@@ -200,15 +200,7 @@ def sweep(
         raise BadInputError("sweep() sets rate= itself from rates=; drop rate=/concurrency=")
     if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
         raise BadInputError(f"stop_after must be an integer >= 1 or None, got {stop_after!r}")
-    if progress is None:
-        from labkit.load._runner import _in_notebook
-
-        progress = _in_notebook()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(rate_list), desc="sweep", unit="step", leave=False)
+    bar = steps_bar(progress, len(rate_list), "sweep", "step")
     steps: list[LoadResult] = []
     past = 0
     try:

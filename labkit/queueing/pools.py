@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from labkit.errors import BadInputError
 from labkit.load import LoadResult, run
+from labkit.load._runner import steps_bar
 from labkit.results import Saveable
 
 __all__ = ["PoolStudy", "pool_study", "TailRounds", "tail_rounds", "OrderPaths", "order_paths", "Services"]
@@ -242,15 +243,7 @@ def pool_study(pools: Sequence[int], *, paths: Sequence[str] | PathPicker, refer
 
         start = _start
     base_variants = dict(start_kwargs.pop("variants", None) or {})
-    if progress is None:
-        from labkit.load._runner import _in_notebook
-
-        progress = _in_notebook()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(order) * (1 + len(fracs)), desc="pool study", unit="run", leave=False)
+    bar = steps_bar(progress, len(order) * (1 + len(fracs)), "pool study", "run")
     capacity: list[LoadResult] = []
     runs: list[tuple[LoadResult, ...]] = []
     rates: list[float] = []
@@ -357,15 +350,7 @@ def tail_rounds(urls: Mapping[str, str], *, rate: float, paths: Sequence[str] | 
                             f"'pool=4': b.url}}; got {list(urls)}")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
         raise BadInputError(f"rounds must be an integer >= 2 (one P99 per side per round), got {rounds!r}")
-    if progress is None:
-        from labkit.load._runner import _in_notebook
-
-        progress = _in_notebook()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=rounds * len(names), desc="tail rounds", unit="run", leave=False)
+    bar = steps_bar(progress, rounds * len(names), "tail rounds", "run")
     out: dict[str, list[LoadResult]] = {n: [] for n in names}
     try:
         for k in range(rounds):
