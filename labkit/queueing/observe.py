@@ -229,7 +229,6 @@ def observe(url: str, *, every_s: float = 0.01, duration_s: float = 5.0, warmup_
     """
     run_kwargs.setdefault("progress", False)
     sampler = StatsSampler(_base(url), every_s=every_s)
-    t0 = time.perf_counter_ns()
     sampler.start()
     try:
         load = run(url, duration_s=duration_s, warmup_s=warmup_s, **run_kwargs)
@@ -238,7 +237,7 @@ def observe(url: str, *, every_s: float = 0.01, duration_s: float = 5.0, warmup_
     if sampler.error is not None and rows.shape[0] == 0:
         raise ServiceError(f"could not read {_base(url)}/stats ({sampler.error}): is this a toyshop service "
                            "(labkit.service.start()) and is it still running?")
-    start = t0 + round(warmup_s * 1e9)
+    start = load.t0_ns  # the measured start, on the clock the samples are stamped with
     t_ns = rows[:, 0]
     keep = (t_ns >= start) & (t_ns < start + round(load.duration_s * 1e9))
     return Observation(result=load, t_s=(t_ns[keep] - start) / 1e9,
