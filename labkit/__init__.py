@@ -32,7 +32,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 _SUBMODULES = {"alloc", "charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone",
-               "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises",
+               "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises", "guesses",
                "fingerprint", "widgets", "layout"}
 
 

@@ -1,0 +1,210 @@
+"""The learner's guesses: noted where they are written, shown beside the measurement, counted at the end.
+
+Every lab asks for a guess before it measures (``my_guess_ms = None`` — a number the learner writes). Run
+cell by cell, the learner fills it in, then runs the measurement. Run top to bottom (*Run All*, papermill),
+every guess cell runs before anyone could write in it, and the whole point of the lab is lost without a word.
+This module makes that visible, the same way in every lab:
+
+    from labkit import guesses
+    my_guess_ms = None               # the learner's cell
+    guesses.noted(my_guess_ms=my_guess_ms)
+
+    print(guesses.beside(my_guess_ms, measured_ms, "ms"))   # "your guess 4 ms · measured 11.2 ms (2.8× your guess)"
+
+    guesses.summary()                # the lab's last cell: how many predictions were written, how many skipped
+
+How "run top to bottom" is told apart from "left empty on purpose": in a notebook, the time between the end
+of the previous cell and the start of the guess cell. Nobody reads a cell, types a number and presses
+Shift-Enter in under :data:`UNATTENDED_S`; Run All and papermill start the next cell within milliseconds. The
+first skipped guess of an unattended run shows a loud banner (once per kernel); ``summary()`` repeats it with
+the count. Outside IPython (a script), every guess counts as attended: nothing is there to measure the gap.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from labkit.errors import BadInputError
+
+__all__ = ["UNATTENDED_S", "Guess", "Summary", "noted", "recorded", "beside", "summary", "forget"]
+
+#: a guess cell that starts less than this many seconds after the previous cell ended ran unattended
+UNATTENDED_S = 1.0
+
+
+@dataclass(frozen=True)
+class Guess:
+    """One guess as the lab saw it: its name, its value (None: skipped) and whether anyone was there to write it."""
+
+    name: str
+    value: Any
+    attended: bool
+
+    @property
+    def skipped(self) -> bool:
+        """True when the guess was left as ``None``."""
+        return self.value is None
+
+
+class _Book:
+    """The guesses of this kernel and the cell timing that tells an unattended run (IPython's cell events)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.guesses: dict[str, Guess] = {}
+        self.last_end: float | None = None      # when the previous cell finished
+        self.cell_start: float | None = None    # when the running cell started
+        self.bannered = False
+        self.hooked = False
+
+    def pre_run_cell(self, *_: Any) -> None:
+        self.cell_start = self.clock()
+
+    def post_run_cell(self, *_: Any) -> None:
+        self.last_end = self.clock()
+
+    def attended(self) -> bool:
+        if not self.hooked or self.last_end is None or self.cell_start is None:
+            return True  # no notebook, or the first cell run in this kernel: no gap to judge
+        return self.cell_start - self.last_end >= UNATTENDED_S
+
+
+_BOOK = _Book()
+
+
+def _hook(book: _Book) -> None:
+    """Listen to IPython's cell events, once per kernel (a re-import must not register twice)."""
+    if book.hooked:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:  # no IPython at all: a script
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    ip.events.register("pre_run_cell", book.pre_run_cell)
+    ip.events.register("post_run_cell", book.post_run_cell)
+    book.hooked = True
+    book.cell_start = book.clock()  # the cell importing this module is running now
+
+
+_BANNER = ("⚠ PREDICTIONS SKIPPED: this lab is running top to bottom (Run All, or papermill), so its guess cells "
+           "ran before you could write in them. Every guess and hypothesis below will show as skipped, and the "
+           "measurements will have nothing to prove or refute. To learn from the lab: Kernel → Restart, then run "
+           "one cell at a time (Shift-Enter) and write each my_guess_… before running the cell after it.")
+
+
+def _html(text: str) -> str:
+    from html import escape
+
+    return (f"<div style='border:3px solid #cf222e;background:#fff0f0;padding:8px;font-weight:bold;color:#cf222e'>"
+            f"{escape(text)}</div>")
+
+
+def _show(text: str, loud: bool) -> None:
+    """Loud: a red box in a notebook, with the text form beside it for papermill logs and text exports."""
+    ip = None
+    if loud:
+        try:
+            from IPython import get_ipython
+            ip = get_ipython()
+        except ImportError:  # no IPython: plain text
+            pass
+    if ip is None:
+        print(text)
+        return
+    from IPython.display import display
+
+    display({"text/plain": text, "text/html": _html(text)}, raw=True)
+
+
+class Summary(str):
+    """The count of predictions, as text that a notebook shows once: a red box when the run was unattended."""
+
+    loud: bool = False
+
+    def __new__(cls, text: str, loud: bool = False) -> Summary:
+        out = super().__new__(cls, text)
+        out.loud = loud
+        return out
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return _html(self) if self.loud else f"<p>{escape(self)}</p>"
+
+
+def noted(**named: Any) -> None:
+    """Note the guesses just written (``noted(my_guess_ms=my_guess_ms)``): each is recorded with its value and
+    whether the cell ran attended. The first skipped guess of an unattended run shows the banner (once per
+    kernel); a skipped guess in an attended run gets one quiet line. A guess noted again (the cell run a second
+    time, now filled in) replaces the earlier note."""
+    if not named:
+        raise BadInputError("noted() takes the guesses by name: guesses.noted(my_guess_ms=my_guess_ms)")
+    book = _BOOK
+    attended = book.attended()
+    out = tuple(Guess(name, value, attended) for name, value in named.items())
+    for g in out:
+        book.guesses[g.name] = g
+    skipped = [g.name for g in out if g.skipped]
+    if skipped and not attended and not book.bannered:
+        book.bannered = True
+        _show(_BANNER, loud=True)
+    elif skipped:
+        _show(f"{', '.join(skipped)} left as None: the lab goes on and shows the measurement without your guess "
+              "(fill it in and run this cell again to have it judged)", loud=False)
+
+
+def recorded() -> tuple[Guess, ...]:
+    """Every guess noted in this kernel so far, in the order first noted."""
+    return tuple(_BOOK.guesses.values())
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value:,.3g}{' ' + unit if unit else ''}"
+
+
+def beside(guess: float | None, measured: float, unit: str = "") -> str:
+    """One line: the learner's guess beside the measurement, and the measurement as a multiple of the guess
+    (``"your guess 4 ms · measured 11.2 ms (2.8× your guess)"``); a skipped guess says so."""
+    if guess is None:
+        return f"your guess: skipped · measured {_fmt(measured, unit)}"
+    if not isinstance(guess, int | float) or isinstance(guess, bool):
+        return f"your guess {guess!r} · measured {_fmt(measured, unit)} (a guess is a number: write one)"
+    if guess == 0:
+        return f"your guess 0 · measured {_fmt(measured, unit)}"
+    return f"your guess {_fmt(guess, unit)} · measured {_fmt(measured, unit)} ({measured / guess:.2g}× your guess)"
+
+
+def summary() -> Summary:
+    """The lab's last word on predictions: how many were written and how many skipped, by name; loud when the
+    run was unattended (Run All). End the lab's last cell with it: it shows once, as text or a red box."""
+    gs = list(_BOOK.guesses.values())
+    skipped = [g for g in gs if g.skipped]
+    if not gs:
+        text = "No guesses were noted in this run."
+    elif not skipped:
+        text = f"Predictions: all {len(gs)} written before their measurements."
+    else:
+        names = ", ".join(g.name for g in skipped)
+        text = f"Predictions: {len(gs) - len(skipped)} of {len(gs)} written; {len(skipped)} skipped ({names})."
+        if any(not g.attended for g in skipped):
+            text = ("⚠ " + text + " This run went top to bottom without you: restart the kernel and run it cell "
+                    "by cell, writing each guess before its measurement.")
+    return Summary(text, loud=any(not g.attended for g in skipped))
+
+
+def forget() -> None:
+    """Start the count again (a new run of the lab in the same kernel)."""
+    _BOOK.guesses.clear()
+    _BOOK.bannered = False
+
+
+_hook(_BOOK)

@@ -1,0 +1,144 @@
+"""labkit.guesses: a guess left empty is said once, loudly, when nobody was there to write it (Run All)."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit import guesses
+from labkit.errors import BadInputError
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def book(monkeypatch):
+    """A fresh book on a fake clock, as if IPython's cell events were hooked."""
+    clock = Clock()
+    b = guesses._Book(clock)
+    b.hooked = True
+    monkeypatch.setattr(guesses, "_BOOK", b)
+    return b, clock
+
+
+def run_cell(book, clock, gap_s: float, body) -> None:
+    """One notebook cell: it starts ``gap_s`` after the previous one ended, runs ``body``, then ends."""
+    clock.now += gap_s
+    book.pre_run_cell()
+    body()
+    clock.now += 0.01
+    book.post_run_cell()
+
+
+def test_run_all_shows_the_banner_once_and_the_summary_counts_the_skipped(book, capsys):
+    # GIVEN cells started milliseconds apart, as Run All and papermill start them
+    b, clock = book
+    run_cell(b, clock, 0.0, lambda: None)
+    run_cell(b, clock, 0.005, lambda: guesses.noted(my_guess_ms=None))
+    run_cell(b, clock, 0.005, lambda: guesses.noted(my_guess_x=None, my_hypothesis=None))
+    out = capsys.readouterr().out
+    # THEN the banner comes once, at the first skipped guess
+    assert out.count("PREDICTIONS SKIPPED") == 1
+    # AND the summary says how many were skipped, by name, loudly
+    s = guesses.summary()
+    assert "0 of 3 written; 3 skipped (my_guess_ms, my_guess_x, my_hypothesis)" in s
+    assert s.loud and "restart the kernel" in s and "border:3px solid" in s._repr_html_()
+
+
+def test_a_learner_who_pauses_and_writes_a_guess_gets_no_banner(book, capsys):
+    b, clock = book
+    run_cell(b, clock, 0.0, lambda: None)
+    run_cell(b, clock, 12.0, lambda: guesses.noted(my_guess_ms=4.0))
+    assert capsys.readouterr().out == ""
+    assert [(g.name, g.value, g.attended) for g in guesses.recorded()] == [("my_guess_ms", 4.0, True)]
+    s = guesses.summary()
+    assert str(s) == "Predictions: all 1 written before their measurements." and not s.loud
+
+
+def test_a_guess_left_empty_on_purpose_is_one_quiet_line_not_the_banner(book, capsys):
+    b, clock = book
+    run_cell(b, clock, 0.0, lambda: None)
+    run_cell(b, clock, 8.0, lambda: guesses.noted(my_guess_ms=None))
+    out = capsys.readouterr().out
+    assert "PREDICTIONS SKIPPED" not in out and "my_guess_ms left as None" in out
+    s = guesses.summary()
+    assert "0 of 1 written; 1 skipped (my_guess_ms)" in s and not s.loud
+
+
+def test_a_cell_run_again_filled_in_replaces_the_skipped_note(book):
+    b, clock = book
+    run_cell(b, clock, 0.0, lambda: None)
+    run_cell(b, clock, 0.002, lambda: guesses.noted(my_guess_ms=None))
+    run_cell(b, clock, 30.0, lambda: guesses.noted(my_guess_ms=7))
+    assert str(guesses.summary()) == "Predictions: all 1 written before their measurements."
+
+
+def test_outside_a_notebook_every_guess_counts_as_attended(monkeypatch, capsys):
+    b = guesses._Book(Clock())  # not hooked: a script, no cell events
+    monkeypatch.setattr(guesses, "_BOOK", b)
+    guesses.noted(my_guess_ms=None)
+    assert "PREDICTIONS SKIPPED" not in capsys.readouterr().out
+    assert guesses.recorded()[0].attended
+
+
+def test_noted_needs_names_and_forget_starts_again(book):
+    with pytest.raises(BadInputError, match="by name"):
+        guesses.noted()
+    guesses.noted(my_guess_ms=1)
+    guesses.forget()
+    assert guesses.recorded() == () and str(guesses.summary()) == "No guesses were noted in this run."
+
+
+@pytest.mark.parametrize(("guess", "measured", "unit", "want"), [
+    (None, 11.25, "ms", "your guess: skipped · measured 11.2 ms"),
+    (4, 11.2, "ms", "your guess 4 ms · measured 11.2 ms (2.8× your guess)"),
+    (2.0, 1.0, "", "your guess 2 · measured 1 (0.5× your guess)"),
+    (0, 3.0, "µs", "your guess 0 · measured 3 µs"),
+    ("fast", 3.0, "µs", "your guess 'fast' · measured 3 µs (a guess is a number: write one)"),
+    (True, 3.0, "", "your guess True · measured 3 (a guess is a number: write one)"),
+])
+def test_beside_shows_guess_and_measurement_on_one_line(guess, measured, unit, want):
+    assert guesses.beside(guess, measured, unit) == want
+
+
+def test_every_lab_notes_each_guess_it_asks_for_and_counts_them_at_the_end():
+    # every `my_… = None` a lab asks the learner to fill is noted in the same cell, and the lab's last cell counts
+    import json
+    import re
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.ipynb")):
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        for c in cells:
+            src = "".join(c["source"])
+            for name in re.findall(r"^(my_\w+)\s*=\s*None\b", src, re.M):
+                assert re.search(rf"guesses\.noted\([^)]*\b{name}={name}\b", src), \
+                    f"{path.name}: the cell that asks for {name} must note it: guesses.noted({name}={name})"
+        assert "guesses.summary()" in "".join(cells[-1]["source"]), \
+            f"{path.name}: its last cell must count the predictions: guesses.summary()"
+
+
+@pytest.mark.slow
+def test_in_a_real_kernel_run_all_shows_the_banner_and_the_count():
+    # GIVEN a three-cell notebook run top to bottom by nbclient, as papermill and Run All run it
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from labkit import guesses"),
+                nbformat.v4.new_code_cell("my_guess_ms = None\nguesses.noted(my_guess_ms=my_guess_ms)"),
+                nbformat.v4.new_code_cell("guesses.summary()")]
+    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+
+    def text(cell):
+        return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+
+    # THEN the guess cell says it loudly, as HTML and as text, and the last cell counts the skipped guess
+    assert "PREDICTIONS SKIPPED" in text(nb.cells[1])
+    assert any("text/html" in o.get("data", {}) for o in nb.cells[1].outputs)
+    assert "0 of 1 written; 1 skipped (my_guess_ms)" in text(nb.cells[2])
