@@ -209,6 +209,12 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     Each Run takes ``samples`` timings of ``sorted()`` on a list of ``n`` numbers (one sample per
     ``labkit.bench`` sample) and draws every run so far as a CDF: the same code, different curves when the
     machine is busy. A quick look at how quiet a workshop machine is before the labs start.
+
+    The ``neighbour`` control names two different things a learner meets: *a thread in this process* spins
+    Python code beside the benchmark, so the two take turns holding the GIL (contention inside one program);
+    *programs on every core* starts one spinning process per usable core (what another learner's benchmark on
+    a shared node does: the scheduler shares the cores). Neighbour processes stop when the run ends, and on
+    their own within :data:`NEIGHBOUR_MAX_S` seconds if this kernel dies first.
     """
     import ipywidgets as w
 
@@ -219,7 +225,9 @@ def noise_panel(repeat_max: int = 200) -> Panel:
         "n": w.Dropdown(options=[("1,000 items", 1_000), ("10,000 items", 10_000), ("100,000 items", 100_000)],
                         value=10_000, description="list"),
         "samples": w.IntSlider(value=40, min=10, max=repeat_max, step=10, description="samples"),
-        "busy": w.Checkbox(value=False, description="busy neighbour (a thread spinning)"),
+        "neighbour": w.Dropdown(options=[("none (quiet)", "none"), ("a thread in this process (GIL)", "thread"),
+                                         ("programs on every core", "processes")],
+                                value="none", description="neighbour"),
     }
 
     runs = iter(range(1, 10**9))
@@ -230,17 +238,13 @@ def noise_panel(repeat_max: int = 200) -> Panel:
         from labkit.bench import BenchResult
 
         data = random.Random(0).sample(range(params["n"] * 10), params["n"])
-        stop = threading.Event()
-
-        def spin() -> None:
-            while not stop.is_set():
-                sum(range(1000))
-
-        neighbour = threading.Thread(target=spin, daemon=True) if params["busy"] else None
-        if neighbour is not None:
-            neighbour.start()
+        kind = params["neighbour"]
+        if kind not in _NEIGHBOURS:
+            raise BadInputError(f"neighbour must be one of {', '.join(_NEIGHBOURS)}, got {kind!r}")
+        neighbour = _Neighbour(kind)
         chunks: list[BenchResult] = []
         try:
+            neighbour.start()
             total = params["samples"]
             done = 0
             while done < total and not progress.cancelled:
@@ -249,12 +253,10 @@ def noise_panel(repeat_max: int = 200) -> Panel:
                 done += step
                 progress.update(done, total, f"{done}/{total} samples")
         finally:
-            stop.set()
-            if neighbour is not None:
-                neighbour.join()
+            neighbour.stop()
         if not chunks:
             raise LabkitError("cancelled before the first sample: press Run again")
-        name = f"run {next(runs)}: n={params['n']:,}" + (" · busy" if params["busy"] else " · quiet")
+        name = f"run {next(runs)}: n={params['n']:,} · {_NEIGHBOURS[kind]}"
         return BenchResult(name, tuple(s for c in chunks for s in c.samples_ns), chunks[0].loops,
                            chunks[0].warmup_ns, chunks[-1].warnings, chunks[0].fingerprint)
 
@@ -262,4 +264,51 @@ def noise_panel(repeat_max: int = 200) -> Panel:
         return charts.cdf(*results, log_x=True, title="sorted(): every run so far (curves further right = slower)")
 
     return Panel("How noisy is this machine?", controls, measure, chart,
-                 description="Run it quiet, then tick 'busy neighbour' and run again: same code, another curve.")
+                 description="Run it quiet, then with each neighbour: same code, another curve.")
+
+
+#: the neighbours of the noise panel, by control value: what each run is labelled
+_NEIGHBOURS = {"none": "quiet", "thread": "a thread in this process", "processes": "a program on every core"}
+#: a neighbour process exits on its own after this long (or as soon as its parent is gone)
+NEIGHBOUR_MAX_S = 120
+
+_SPIN = ("import os, sys, time\n"
+         "parent, end = os.getppid(), time.monotonic() + float(sys.argv[1])\n"
+         "while time.monotonic() < end and os.getppid() == parent:\n"
+         "    sum(range(10_000))\n")
+
+
+class _Neighbour:
+    """Busy work beside a measurement: nothing, a spinning thread here, or a spinning process per usable core."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._procs: list[Any] = []
+
+    def start(self) -> None:
+        if self.kind == "thread":
+            def spin() -> None:
+                while not self._stop.is_set():
+                    sum(range(1000))
+
+            self._thread = threading.Thread(target=spin, daemon=True, name="noise-panel neighbour")
+            self._thread.start()
+        elif self.kind == "processes":
+            import os
+            import subprocess
+            import sys
+
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            self._procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(NEIGHBOUR_MAX_S)])
+                           for _ in range(cores)]
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for p in self._procs:
+            p.kill()
+        for p in self._procs:
+            p.wait()

@@ -83,9 +83,18 @@ def test_bad_controls_and_overrides_are_refused_with_what_to_do():
         panel.run(m=1)
 
 
-def test_noise_panel_measures_and_draws_a_cdf_per_run():
+def test_noise_panel_measures_and_draws_a_cdf_per_run_with_each_neighbour():
+    import psutil
+
     panel = noise_panel()
     quiet = panel.run(n=1_000, samples=10)
-    busy = panel.run(n=1_000, samples=10, busy=True)
-    assert len(quiet.samples_ns) >= 10 and "quiet" in quiet.name and "busy" in busy.name
-    assert quiet.name != busy.name and panel._jchart is not None
+    thread = panel.run(n=1_000, samples=10, neighbour="thread")
+    before = {p.pid for p in psutil.Process().children()}
+    procs = panel.run(n=1_000, samples=10, neighbour="processes")
+    assert len(quiet.samples_ns) >= 10 and "quiet" in quiet.name
+    assert "a thread in this process" in thread.name and "a program on every core" in procs.name
+    assert panel._jchart is not None
+    # the neighbour processes are gone when the run is over
+    assert {p.pid for p in psutil.Process().children()} <= before
+    with pytest.raises(BadInputError, match="neighbour must be one of"):
+        panel.run(n=1_000, samples=10, neighbour="noisy")
