@@ -15,9 +15,11 @@ the rest of "what memory costs" beside them (the GC pause recorder lives here to
 """
 
 from labkit.alloc.census import Census, census_unavailable
+from labkit.alloc.collector import Collector, collector
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
 from labkit.alloc.pauses import GCPauses, PauseRecorder
 from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
 
 __all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
-           "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison"]
+           "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
+           "collector", "Collector"]
