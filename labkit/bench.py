@@ -1,7 +1,7 @@
 """Microbenchmarks that keep warm-up apart, calibrate their loops, and keep every sample.
 
     >>> r = bench(sorted, list(range(1000)))
-    >>> print(r)                       # "sorted: <median> ± <IQR/2> (median ± IQR/2), 20 samples × <n> loops"
+    >>> print(r)                       # "sorted: median <m>, IQR <q1>–<q3>, 20 samples × <n> loops"
     >>> r.samples_ns                   # the raw per-call time of every sample
 
 One sample times a loop of ``loops`` calls, long enough (``min_sample_time``) that the clock's own
@@ -84,8 +84,8 @@ class BenchResult(Saveable):
 
     def __str__(self) -> str:
         q1, q3 = np.percentile(self.samples_ns, [25, 75])
-        text = (f"{self.name}: {format_duration(self.median_ns)} ± {format_duration((q3 - q1) / 2)} "
-                f"(median ± IQR/2), {len(self.samples_ns)} samples × {self.loops:,} loops")
+        text = (f"{self.name}: median {format_duration(self.median_ns)}, IQR {format_duration(q1)}–"
+                f"{format_duration(q3)}, {len(self.samples_ns)} samples × {self.loops:,} loops")
         return "\n".join([text, *(f"  warning: {w}" for w in self.warnings)])
 
     def _repr_html_(self) -> str:
