@@ -22,8 +22,9 @@ Two orthogonal switches (see :data:`labkit.toyshop.core.VARIANTS`), one signatur
   pay back the fixed overhead (see the crossover printed by ``tests/benchmarks/bench_core.py``).
 * ``buffers="grow"`` (baseline): fresh containers on every call. AoS appends one result dict per line to a
   growing list (each dict is a GC-tracked object: thousands of lines trigger gen-0 collections mid-call);
-  SoA evaluates plain NumPy expressions, each of which allocates a new n-sized temporary array (big ones
-  come from fresh pages that must be faulted in).
+  SoA evaluates plain NumPy expressions, each of which asks for a new n-sized temporary array (big ones
+  come from fresh pages that must be faulted in) — except that NumPy (≥ 1.13, on Linux) reuses in place a
+  temporary of 256 KiB or more that nothing else refers to, so at large sizes part of that is already saved.
 * ``buffers="prealloc"``: per-line intermediates go into buffers allocated once per thread and reused
   (a thread-local pool, like a ThreadLocal output buffer). AoS writes into preallocated lists of ints (no
   per-line dict, nothing GC-tracked per line); SoA passes ``out=`` to every ufunc, so a warm call allocates
@@ -247,8 +248,9 @@ def quote_aos_prealloc(lines: OrderLines) -> Quote:
 def quote_soa_grow(lines: OrderLines) -> Quote:
     """SoA: the arithmetic as plain NumPy expressions over the columns.
 
-    One C loop per step instead of one bytecode trip per line; every expression allocates a fresh n-sized
-    temporary (the idiomatic way, and fine until n-sized arrays spill out of the cache or need fresh pages).
+    One C loop per step instead of one bytecode trip per line; every expression asks for an n-sized
+    temporary (the idiomatic way, and fine until n-sized arrays spill out of the cache or need fresh pages),
+    though NumPy's temporary elision reuses a refcount-1 temporary of 256 KiB or more in place.
     """
     c = lines.columns
     rates = lines._rates
