@@ -51,7 +51,8 @@ def latency_ladder(table: Any, references: pd.DataFrame | None = None,
     if references is not None and len(references):
         refs = references[references["probe_key"].isin(df["key"])].merge(df[["key", "label"]], left_on="probe_key",
                                                                            right_on="key")
-        refs = refs.assign(ref=refs["source"] + " " + refs["year"].astype(str))
+        refs = refs.assign(ref=[f"{src} {yr}" if pd.notna(yr) else str(src)
+                                for src, yr in zip(refs["source"], refs["year"], strict=True)])
         layers.append(alt.Chart(refs).mark_point(size=80, filled=False, strokeWidth=2).encode(
             y, alt.X("value_ns:Q", scale=scale, axis=axis),
             alt.Shape("ref:N", title="reference", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),

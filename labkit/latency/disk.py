@@ -22,7 +22,7 @@ import numpy as np
 
 from labkit.latency._harness import Samples, method_of, time_each, unavailable
 
-__all__ = ["disk_reads", "write_fsync", "resident_pages"]
+__all__ = ["disk_reads", "write_fsync", "resident_pages", "filesystem"]
 
 PAGE = mmap.PAGESIZE
 MiB = 1024 * 1024
@@ -97,6 +97,31 @@ def _open_direct(path: str) -> tuple[int | None, str]:
         os.close(fd)
         return None, f"an aligned O_DIRECT read failed: {e.strerror} (the filesystem may not support it)"
     return fd, ""
+
+
+def filesystem(path: str | os.PathLike[str]) -> str | None:
+    """The type of the filesystem ``path`` lives on (``ext4``, ``tmpfs``, ``overlay`` …), from ``/proc/mounts``:
+    the longest mount point that contains it; None where that cannot be read (not Linux)."""
+    try:
+        mounts = [line.split() for line in open("/proc/mounts", encoding="utf-8")]
+    except OSError:
+        return None
+    target = os.path.realpath(path)
+    best, kind = "", None
+    for fields in mounts:
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+#: an fsync faster than this did not wait for a device: tmpfs, or a virtual disk acknowledging from its cache
+NO_FLUSH_NS = 20_000
+NO_FLUSH = ("fsync returned in {median} on {fs}: no device flush happened here ({why}), so this row is not the "
+            "cost of a durable write; run labkit.latency.write_fsync(dir=...) on a folder of a real disk")
 
 
 @contextlib.contextmanager
@@ -202,7 +227,8 @@ def write_fsync(*, quick: bool = False, dir: str | os.PathLike[str] | None = Non
                 rounds: int | None = None) -> Samples:
     """Append 128 bytes to a file and ``fsync`` it: the cost of one durable small write (a log/WAL commit).
 
-    Method: in a temporary folder, each sample is ``os.write`` of 128 bytes (appending) followed by
+    Method: in a temporary folder (in ``dir``, default the system's: where that is tmpfs, as on many
+    distributions, fsync waits for nothing — the row records the filesystem and says so), each sample is ``os.write`` of 128 bytes (appending) followed by
     ``os.fsync``, timed together; the file is created and warmed with a few writes first. What dominates is
     the device (or virtual disk) acknowledging a flush; the write into the page cache is ~1 µs of it.
     """
@@ -219,5 +245,11 @@ def write_fsync(*, quick: bool = False, dir: str | os.PathLike[str] | None = Non
             samples = time_each(once, rounds, warmup=3)
         finally:
             os.close(fd)
-    return Samples("write_fsync", "write 128 B + fsync", "io", samples, method_of(write_fsync), None,
-                   {"bytes": 128})
+        fs = filesystem(d)
+    note = None
+    median = float(np.median(samples)) if samples else 0.0
+    if fs in ("tmpfs", "ramfs") or (samples and median < NO_FLUSH_NS):
+        why = "the folder is in memory" if fs in ("tmpfs", "ramfs") else "too fast for a device to acknowledge"
+        note = NO_FLUSH.format(median=f"{median / 1e3:.1f} µs", fs=fs or "an unknown filesystem", why=why)
+    return Samples("write_fsync", "write 128 B + fsync", "io", samples, method_of(write_fsync), note,
+                   {"bytes": 128, "filesystem": fs})

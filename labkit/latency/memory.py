@@ -144,8 +144,10 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
     loop's own counter, which runs beside the loads, not between them. The index is unsigned so that no
     negative-index check sits in the chain: each step compiles to one load, as a C chase does
     (``tests/benchmarks/bench_latency_chase.py`` holds every row against a C ``-O2`` chase over the same
-    array and prints the ratios). Large sets also pay TLB misses (4 KiB pages), which is part of what a
-    random DRAM access costs a real program.
+    array and prints the ratios). Large sets also pay TLB misses, which is part of what a random DRAM access
+    costs a real program — how many depends on the page size: with transparent huge pages ``always`` the
+    kernel backs most of a big set with 2 MiB pages, with ``madvise`` (many distributions' default) it keeps
+    4 KiB pages. Each row records the mode it ran under (``extra["thp"]``).
     """
     method = method_of(pointer_chase)
     sizes = sizes or chase_sizes(quick)
@@ -160,6 +162,7 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
     repeats = repeats or (15 if quick else 41)
     sample_ns = sample_ns or (2e5 if quick else 3e5)
     out = []
+    thp = thp_mode()
     with pinned({usable_cpus()[0]}):
         for size in sizes:
             a = k["build"](max(2, size // LINE), LINE // 8, seed)
@@ -172,8 +175,18 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
             del a
             out.append(Samples(f"chase_{_fmt_bytes(size).replace(' ', '')}",
                                f"dependent load, {_fmt_bytes(size)} working set", "cpu", tuple(samples),
-                               method, None, {"working_set_bytes": size, "steps": steps}))
+                               method, None, {"working_set_bytes": size, "steps": steps, "thp": thp}))
     return tuple(out)
+
+
+def thp_mode() -> str | None:
+    """The transparent-huge-page mode in force (``always``, ``madvise`` or ``never``), or None if unknown."""
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii").read()
+    except OSError:
+        return None
+    chosen = [w.strip("[]") for w in text.split() if w.startswith("[")]
+    return chosen[0] if chosen else None
 
 
 def chase_steps(chase: Any, a: np.ndarray, sample_ns: float) -> tuple[int, int]:

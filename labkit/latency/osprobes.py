@@ -109,9 +109,12 @@ def context_switch(*, quick: bool = False, rounds: int | None = None) -> tuple[S
 
 
 def page_fault(*, quick: bool = False, pages: int | None = None, repeats: int | None = None) -> Samples:
-    """First touch of fresh anonymous memory: the page fault that maps and zeroes a 4 KiB page.
+    """First touch of fresh private anonymous memory: the page fault that maps and zeroes a 4 KiB page — what a
+    fresh ``malloc``'d block above glibc's mmap threshold pays.
 
-    Method: each sample maps a fresh anonymous region (``mmap``, transparent huge pages switched off with
+    Method: each sample maps a fresh private anonymous region (``mmap`` with ``MAP_PRIVATE``: Python's default,
+    ``MAP_SHARED``, would make it shared memory, whose faults take the heavier page-cache path), transparent
+    huge pages switched off with
     ``madvise`` where possible, so each 4 KiB page faults on its own), then writes one byte per page with a
     strided numpy store, and divides the elapsed time by the pages. The store itself costs a few ns per
     page; the rest is the kernel allocating, zeroing and mapping the page. Unmapping is not timed.
@@ -120,7 +123,7 @@ def page_fault(*, quick: bool = False, pages: int | None = None, repeats: int | 
     repeats = repeats or (15 if quick else 41)
     samples, huge_off = [], True
     for _ in range(repeats):
-        m = mmap.mmap(-1, pages * PAGE)
+        m = mmap.mmap(-1, pages * PAGE, flags=mmap.MAP_PRIVATE)
         try:
             try:
                 m.madvise(mmap.MADV_NOHUGEPAGE)
@@ -135,5 +138,5 @@ def page_fault(*, quick: bool = False, pages: int | None = None, repeats: int | 
             m.close()
     note = None if huge_off else ("could not switch off transparent huge pages: some touches may map 2 MiB at "
                                   "once, making the per-page figure too low")
-    return Samples("page_fault", "page fault on first touch (4 KiB)", "os", tuple(samples),
+    return Samples("page_fault", "page fault on first touch (4 KiB, private anonymous)", "os", tuple(samples),
                    method_of(page_fault), note, {"pages": pages})

@@ -38,6 +38,7 @@ def references(path: str | os.PathLike[str] | None = None) -> Any:
     missing = [c for c in REFERENCE_COLUMNS if c not in df.columns]
     if missing:
         raise ResultsError(f"{p} lacks column(s) {missing}; expected {', '.join(REFERENCE_COLUMNS)}")
+    df["year"] = df["year"].astype("Int64")  # an undated source (a seed article) has none
     return df.fillna({"probe_key": "", "url": "", "note": ""})
 
 
@@ -57,7 +58,8 @@ def side_by_side(measured: LatencyTable, refs: Any = None) -> Any:
         if row is None:
             continue
         out.append({"probe_key": ref.probe_key, "measured": row.label, "measured_ns": row.median_ns,
-                    "source": ref.source, "year": int(ref.year), "reference": ref.operation,
+                    "source": ref.source, "year": None if pd.isna(ref.year) else int(ref.year),
+                    "reference": ref.operation,
                     "reference_ns": float(ref.value_ns), "ratio": row.median_ns / float(ref.value_ns),
                     "caveat": ref.note})
     return pd.DataFrame(out, columns=["probe_key", "measured", "measured_ns", "source", "year", "reference",
