@@ -121,6 +121,10 @@ def test_every_lab_notes_each_guess_it_asks_for_and_counts_them_at_the_end():
                     f"{path.name}: the cell that asks for {name} must note it: guesses.noted({name}={name})"
         assert "guesses.summary()" in "".join(cells[-1]["source"]), \
             f"{path.name}: its last cell must count the predictions: guesses.summary()"
+        sources = ["".join(c["source"]) for c in cells]
+        first_use = next(i for i, src in enumerate(sources) if "guesses." in src)
+        assert any(re.search(r"^from labkit import [\w, ]*\bguesses\b", src, re.M) for src in sources[:first_use + 1]), \
+            f"{path.name}: import guesses before its first use (from labkit import guesses)"
 
 
 @pytest.mark.slow
