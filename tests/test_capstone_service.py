@@ -27,7 +27,7 @@ from labkit.toyshop.dataset import ensure, hot_products
 from labkit.toyshop.db import connect
 from labkit.toyshop.productcache import MAX_STALE_S
 from labkit.toyshop.reqlog import RequestLog
-from labkit.toyshop.variants import PRESETS
+from labkit.toyshop.switches import PRESETS
 from labkit.trace import parse_server_timing
 
 _LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} GET /\S+ \d{3} \d+\.\d{3} ms$")

@@ -21,7 +21,7 @@ from labkit.toyshop.catalog import create_app as create_catalog
 from labkit.toyshop.dataset import LADDER, ensure
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, export_batched, export_join, export_naive, order_detail
-from labkit.toyshop.variants import REQUEST_SWITCHES, resolve
+from labkit.toyshop.switches import REQUEST_SWITCHES, resolve
 from labkit.trace import collect, parse_server_timing
 
 STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "gc", "total"]

@@ -6,7 +6,8 @@ Modules (import the one you need; nothing heavy is imported here, so the service
 - :mod:`labkit.toyshop.db`: ``connect(path)``, a read-only ``sqlite3.Connection`` subclass
 - :mod:`labkit.toyshop.catalog`: the catalog process's app, ``CatalogClient``, ``FakeCatalog``
 - :mod:`labkit.toyshop.export`: ``export_naive`` / ``export_batched`` / ``export_join`` (one signature)
-- :mod:`labkit.toyshop.app`: the order service (Starlette); :mod:`labkit.toyshop.variants`: its switches
+- :mod:`labkit.toyshop.app`: the order service (Starlette); :mod:`labkit.toyshop.switches`: its switches
+  (the one table; for users: ``docs/switches.md``)
 - :mod:`labkit.toyshop.core`: the performance core (pricing, encoding, caching)
 
 Start both processes with :func:`labkit.service.start`.

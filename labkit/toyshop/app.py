@@ -18,10 +18,10 @@ Endpoints (all GET; see ``/openapi.json``):
 Every response carries ``Server-Timing: parse;dur=…, db;dur=…;count=<queries>, catalog;dur=…;count=<calls>,
 compute;dur=…, serialize;dur=…, wait;dur=…, total;dur=…`` (ms), then any other metric the request's code
 added with :func:`labkit.trace.add` (one call where the work happens adds a stage or a count). ``wait`` is the
-time a request queued for a thread of the pool that runs the blocking SQLite work (the pool-sizing lesson). Every variant switch of
-:mod:`labkit.toyshop.variants` may ride as a query parameter; the ``X-Variant`` header echoes the switches a
-response was made with. Bad input → 400 ``{"error": "bad_parameter", "parameter": …, "message": …}``;
-unknown id → 404; a catalog that does not answer → 502; with the ``queue`` switch set, requests beyond
+time a request queued for a thread of the pool that runs the blocking SQLite work (the pool-sizing lesson).
+Every request switch (``docs/switches.md``, from :data:`labkit.toyshop.switches.TABLE`) may ride as a query
+parameter; the ``X-Variant`` header echoes the switches a response was made with. Bad input → 400
+``{"error": "bad_parameter", "parameter": …, "message": …}``; unknown id → 404; a catalog that does not answer → 502; with the ``queue`` switch set, requests beyond
 ``pool + queue`` in flight → 503 at once (load shedding). Never 500 on any input (fuzz-tested).
 
 Started with the process switch ``alloc=census``, the service counts every allocator call a request makes
@@ -29,11 +29,10 @@ Started with the process switch ``alloc=census``, the service counts every alloc
 is process-wide, so that service serves one request at a time (and one pool thread): its times are not
 comparable with an uncounted service's.
 
-``cache=local`` answers product details from :class:`labkit.toyshop.productcache.ProductCache` (hits, misses
-and the snapshot's age in Server-Timing); ``hop=inline`` runs the SQLite work on the event loop instead of
-handing it to a pool thread (for the export and the order: while every product is a cache hit);
-``log=sync|queued`` writes an access-log line per request
-(:mod:`labkit.toyshop.reqlog`, a ``log`` stage); ``preset=baseline|all`` sets the capstone's switches at once.
+How each switch changes a request: ``cache=local`` answers product details from
+:class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
+:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`; the rest pick a kernel of
+:mod:`labkit.toyshop.export` or :mod:`labkit.toyshop.core`.
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ from labkit.toyshop.statement import (
     synthetic_statement,
 )
 from labkit.toyshop.statement import MEDIA_TYPE as _CSV
-from labkit.toyshop.variants import PRESETS, REQUEST_SWITCHES, check_request_switch, resolve, with_preset
+from labkit.toyshop.switches import PRESETS, REQUEST_SWITCHES, check, resolve, with_preset
 from labkit.toyshop.wiring import (
     BufferPool,
     ConfigCache,
@@ -236,7 +235,7 @@ class _Service:
                 raise BadParam(key, f"parameter {key!r} given {len(values)} times; give it once")
             if key in REQUEST_SWITCHES:
                 try:
-                    given[key] = check_request_switch(key, values[0])
+                    given[key] = check(key, values[0])
                 except BadInputError as exc:
                     raise BadParam(key, str(exc)) from None
             elif key in extra:
@@ -411,8 +410,8 @@ def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any]
     Args:
         db_path: a toyshop SQLite file (see :func:`labkit.toyshop.dataset.ensure`).
         catalog: a :class:`labkit.toyshop.catalog.CatalogClient` (or ``FakeCatalog`` in tests).
-        variants: process defaults for every switch of :mod:`labkit.toyshop.variants` (``pool`` and ``gc``
-            are process-only; ``gc`` is applied by the launcher, not here).
+        variants: the process's switches (``docs/switches.md``); ``gc`` is applied by the launcher
+            (:func:`apply_gc`), not here.
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
         request_log: the access-log file for ``log=sync|queued`` (default: a temporary file).
 
