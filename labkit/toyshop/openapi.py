@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.toyshop import gclog
+from labkit.toyshop.quote import MAX_QUOTE_LINES
+from labkit.toyshop.statement import MAX_STATEMENT_LINES
 from labkit.toyshop.switches import TABLE, Switch
 
 __all__ = ["openapi_schema"]
@@ -75,8 +77,6 @@ def _path_int(name: str) -> dict[str, Any]:
 
 def openapi_schema() -> dict[str, Any]:
     """The schema as a dict (OpenAPI 3.1)."""
-    from labkit.toyshop.app import MAX_QUOTE_LINES
-
     quote_params = [
         {"name": "customer_id", "in": "query", "description": "price this customer's order history (or give lines)",
          "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}},
@@ -114,8 +114,6 @@ def openapi_schema() -> dict[str, Any]:
 
 
 def _statement_op() -> dict[str, Any]:
-    from labkit.toyshop.statement import MAX_STATEMENT_LINES
-
     params = [
         {"name": "customer_id", "in": "query", "description": "that customer's order lines (or give lines)",
          "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}},
