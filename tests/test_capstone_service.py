@@ -22,7 +22,7 @@ from labkit.client import Endpoint
 from labkit.service import start
 from labkit.toyshop.app import create_app
 from labkit.toyshop.catalog import CatalogClient, FakeCatalog
-from labkit.toyshop.catalog import create_app as create_catalog
+from labkit.toyshop.catalog_server import create_app as create_catalog
 from labkit.toyshop.dataset import ensure, hot_products
 from labkit.toyshop.db import connect
 from labkit.toyshop.productcache import MAX_STALE_S

@@ -64,6 +64,7 @@ from labkit import trace as _trace
 from labkit.alloc.census import census_unavailable
 from labkit.errors import BadInputError
 from labkit.toyshop import gclog
+from labkit.toyshop.catalog import Catalog, RemoteCatalog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
 from labkit.toyshop.inflight import Counts, InFlight
@@ -109,7 +110,7 @@ def apply_gc(mode: str) -> None:
 class _Service:
     """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
 
-    def __init__(self, db_path: Path, catalog: Any, settings: dict[str, Any], io_threads: int,
+    def __init__(self, db_path: Path, catalog: RemoteCatalog, settings: dict[str, Any], io_threads: int,
                  request_log: Path | str | None = None) -> None:
         self.db_path, self.catalog, self.settings = db_path, catalog, settings
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
@@ -139,7 +140,7 @@ class _Service:
         row = self.conn().execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
-    def catalog_for(self, sw: Mapping[str, str]) -> Any:
+    def catalog_for(self, sw: Mapping[str, str]) -> Catalog:
         cat = self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
         return self.product_cache.view(cat) if sw["cache"] == "local" else cat
 
@@ -185,7 +186,7 @@ class _Service:
         finally:
             self._in_flight -= 1
 
-    async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Any], Any]) -> Any:
+    async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Catalog], Any]) -> Any:
         """``work(conn, catalog)`` with the catalog the switches pick, on the pool — or, with ``hop=inline`` and
         the product cache, on the event loop as long as every product is a cache hit: a miss needs the catalog
         (a blocking call), so the work starts again on a pool thread (``hop_retry`` in Server-Timing). Without
@@ -216,13 +217,14 @@ def _hot_products(db_path: Path) -> list[int]:
     return hot_products(row[0]) if row and row[0] in SIZES else []
 
 
-def create_app(db_path: Path | str, catalog: Any, *, variants: Mapping[str, Any] | None = None,
+def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping[str, Any] | None = None,
                io_threads: int = 4, request_log: Path | str | None = None) -> Starlette:
     """The order service as a Starlette app.
 
     Args:
         db_path: a toyshop SQLite file (see :func:`labkit.toyshop.dataset.ensure`).
-        catalog: a :class:`labkit.toyshop.catalog.CatalogClient` (or ``FakeCatalog`` in tests).
+        catalog: the :class:`labkit.toyshop.catalog.RemoteCatalog` to ask for product details: a
+            :class:`~labkit.toyshop.catalog.CatalogClient` (or ``FakeCatalog`` in tests).
         variants: the process's switches (``docs/switches.md``); ``gc`` is applied by the launcher
             (:func:`apply_gc`), not here.
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
