@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--catalog-delay-ms", type=float, default=0.0,
                    help="sleep added per catalog call: an emulation of a farther network")
     p.add_argument("--variant", action="append", default=[], metavar="SWITCH=VALUE",
-                   help="process default for a switch, e.g. n1=batched, gc=tuned, pool=1 (repeatable)")
+                   help="process default for a switch, e.g. n1=batched, gc=tuned, pool=1 (repeatable; "
+                        "every switch: docs/switches.md)")
     p.add_argument("--cpus", default=None, help="pin to these CPUs, e.g. 1 or 0,1")
     a = p.parse_args(argv)
     variants: dict[str, Any] = {}
