@@ -4,8 +4,8 @@
     export_batched(conn, catalog, customer_id) -> dict   # a handful of IN (...) queries, batch catalog calls
     export_join(conn, catalog, customer_id) -> dict      # one JOIN, batch catalog calls
 
-``conn`` comes from :func:`labkit.toyshop.db.connect`; ``catalog`` is any
-:class:`labkit.toyshop.catalog.Catalog` (the HTTP client, the fake, or the product cache's view). All three return the same dict for the same
+``conn`` comes from :func:`labkit.toyshop.db.connect`; ``catalog`` is any :class:`labkit.toyshop.catalog.Catalog`
+(the HTTP client, the fake, or the product cache's view). All three return the same dict for the same
 customer (tested), so a harness can run them side by side. For the ladder customer 1 (50 orders × 4 items),
 naive makes 2 + 50 + 200 = 252 queries and 200 catalog calls; batched 4 queries and 4 catalog calls;
 join 2 queries and 4 catalog calls. An unknown customer raises :class:`labkit.toyshop.db.NotFoundError`.
