@@ -209,12 +209,9 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
 
     Args:
         size: dataset size (``small``, ``default``, ``large``); built on first use.
-        variants: the process's switches (see :mod:`labkit.toyshop.variants`): defaults for the per-request
-            ones (``n1``, ``io``, ``codec``, ``fields``, ``layout``, ``buffers``, ``cache``) and the
-            process-only ``gc`` (``default``/``tuned``), ``pool`` (threads for SQLite work, default 40) and
-            ``queue`` (0 = unbounded; N = answer 503 beyond ``pool + N`` requests in flight), ``scribble``
-            (``on``: the statement's buffer pool fills released buffers with a sentinel) and ``alloc``
-            (``census``: allocator calls per request in Server-Timing, one request at a time).
+        variants: the process's switches, ``{name: value}``: defaults for the request switches (a request may
+            override them) and the process-only ones. Every switch, its values and default:
+            ``docs/switches.md`` (the table: :data:`labkit.toyshop.switches.TABLE`).
         catalog_delay_ms: sleep added to every catalog call — an *emulation* of a farther network.
         port, catalog_port: loopback ports (0 = any free port).
         io_threads: catalog calls in flight at once for ``io=concurrent``.
@@ -230,7 +227,7 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         process exits or does not become healthy in time.
     """
     from labkit.toyshop.dataset import ensure
-    from labkit.toyshop.variants import resolve
+    from labkit.toyshop.switches import resolve
 
     t0 = time.perf_counter()
     settings = resolve(variants)
@@ -299,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--catalog-delay-ms", type=float, default=0.0,
                    help="sleep added per catalog call: an emulation of a farther network")
     p.add_argument("--variant", action="append", default=[], metavar="SWITCH=VALUE",
-                   help="process default for a switch, e.g. n1=batched, gc=tuned, pool=1 (repeatable)")
+                   help="process default for a switch, e.g. n1=batched, gc=tuned, pool=1 (repeatable; "
+                        "every switch: docs/switches.md)")
     p.add_argument("--cpus", default=None, help="pin to these CPUs, e.g. 1 or 0,1")
     a = p.parse_args(argv)
     variants: dict[str, Any] = {}

@@ -22,12 +22,12 @@ from labkit.client import Endpoint
 from labkit.service import start
 from labkit.toyshop.app import create_app
 from labkit.toyshop.catalog import CatalogClient, FakeCatalog
-from labkit.toyshop.catalog import create_app as create_catalog
+from labkit.toyshop.catalog_server import create_app as create_catalog
 from labkit.toyshop.dataset import ensure, hot_products
 from labkit.toyshop.db import connect
 from labkit.toyshop.productcache import MAX_STALE_S
 from labkit.toyshop.reqlog import RequestLog
-from labkit.toyshop.variants import PRESETS
+from labkit.toyshop.switches import PRESETS
 from labkit.trace import parse_server_timing
 
 _LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} GET /\S+ \d{3} \d+\.\d{3} ms$")

@@ -17,11 +17,11 @@ with warnings.catch_warnings():  # Starlette 1.x nudges towards httpx2; httpx st
 from labkit.errors import BadInputError
 from labkit.toyshop.app import create_app
 from labkit.toyshop.catalog import FakeCatalog
-from labkit.toyshop.catalog import create_app as create_catalog
+from labkit.toyshop.catalog_server import create_app as create_catalog
 from labkit.toyshop.dataset import LADDER, ensure
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, export_batched, export_join, export_naive, order_detail
-from labkit.toyshop.variants import REQUEST_SWITCHES, resolve
+from labkit.toyshop.switches import REQUEST_SWITCHES, resolve
 from labkit.trace import collect, parse_server_timing
 
 STAGES = ["parse", "db", "catalog", "compute", "serialize", "wait", "gc", "total"]
@@ -420,3 +420,15 @@ def test_compression_switch_sets_content_encoding_and_keeps_content(client, codi
     m = parse_server_timing(resp.headers["server-timing"])
     assert m["size"].count == len(raw) and m["size"].desc == f"from {len(base.content)} bytes"
     assert m["compress"].dur_ms > 0
+
+
+def test_every_catalog_the_service_uses_has_the_catalog_protocol(db, catalog):
+    from labkit.toyshop.catalog import Catalog, CatalogClient, RemoteCatalog
+    from labkit.toyshop.productcache import ProductCache
+
+    client = CatalogClient("http://127.0.0.1:9")  # no call is made: the protocol is about methods
+    for remote in (catalog, catalog.with_concurrency(4), client):
+        assert isinstance(remote, RemoteCatalog) and isinstance(remote, Catalog)
+    view = ProductCache(catalog, autostart=False).view()
+    assert isinstance(view, Catalog) and not isinstance(view, RemoteCatalog)
+    client.close()

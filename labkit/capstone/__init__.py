@@ -8,7 +8,7 @@
     capstone.kept_diff(kept_load, new_load)        # the kept baseline beside today's run, percentile by percentile
 
 The service's side — the product cache, the access log, the ``preset`` switch — lives in :mod:`labkit.toyshop`
-(``productcache``, ``reqlog``, ``variants``).
+(``productcache``, ``reqlog``, ``switches``).
 """
 
 from typing import Any

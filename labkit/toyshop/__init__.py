@@ -4,9 +4,13 @@ Modules (import the one you need; nothing heavy is imported here, so the service
 
 - :mod:`labkit.toyshop.dataset`: the deterministic SQLite dataset, ``ensure(size) -> Path``
 - :mod:`labkit.toyshop.db`: ``connect(path)``, a read-only ``sqlite3.Connection`` subclass
-- :mod:`labkit.toyshop.catalog`: the catalog process's app, ``CatalogClient``, ``FakeCatalog``
+- :mod:`labkit.toyshop.catalog`: the ``Catalog`` protocol, ``CatalogClient``, ``FakeCatalog``;
+  :mod:`labkit.toyshop.catalog_server`: the catalog process's app
 - :mod:`labkit.toyshop.export`: ``export_naive`` / ``export_batched`` / ``export_join`` (one signature)
-- :mod:`labkit.toyshop.app`: the order service (Starlette); :mod:`labkit.toyshop.variants`: its switches
+- :mod:`labkit.toyshop.app`: the order service (Starlette), its state and endpoints; they answer through
+  :mod:`labkit.toyshop.pipeline`, ``/stats`` counts in :mod:`labkit.toyshop.inflight`, ``/quote`` and
+  ``/statement`` read and render with :mod:`labkit.toyshop.quote` and :mod:`labkit.toyshop.statement`
+- :mod:`labkit.toyshop.switches`: its switches (the one table; for users: ``docs/switches.md``)
 - :mod:`labkit.toyshop.core`: the performance core (pricing, encoding, caching)
 
 Start both processes with :func:`labkit.service.start`.

@@ -1,21 +1,9 @@
-"""The product catalog: a separate HTTP process, its keep-alive client, and an in-process fake.
+"""The product catalog's clients: the keep-alive HTTP client of the catalog process, and an in-process fake.
 
-The order service asks the catalog for product details over loopback HTTP, so that an N+1 loop pays a
-real round trip per item. Endpoints (JSON):
-
-- ``GET /health``
-- ``GET /products/{id}``: one product (32 fields); 404 if unknown.
-- ``GET /products?ids=1,2,3``: a batch of at most ``max_batch`` ids (400 beyond):
-  ``{"products": [...], "missing": [...]}`` in the order asked.
-- ``PATCH /products/{id}`` with a JSON object of fields: the write path (changes those fields, bumps the
-  catalog's version; 400 naming a bad field, 404 if unknown); answers the product, version in ``X-Catalog-Version``.
-- ``GET /products/changes?since=V``: the change feed, ``{"version": now, "changed": [ids written after V]}``.
-  Writes are kept in memory (:class:`labkit.toyshop.productstore.ProductStore`).
-
-``delay_ms`` adds a sleep to every call: an **emulation of a farther network** (another host, another
-zone), labelled as such in the ``X-Emulated-Delay-Ms`` response header. A delayed call costs the delay plus a
-thread hand-off (see :func:`_delay`); ``tests/benchmarks/bench_nplusone.py`` (part 2) prints what one call
-costs at loopback and at each emulated distance.
+The catalog process itself (its endpoints, the emulated network delay) is :mod:`labkit.toyshop.catalog_server`.
+What the order service and the exports ask of a catalog is the :class:`Catalog` protocol (reading product
+details, one at a time or in batches) and, for the client the service owns, :class:`RemoteCatalog` (fanning
+out, the change feed, the write path, closing).
 
 :class:`CatalogClient` keeps one persistent ``http.client`` connection per thread (keep-alive, TCP_NODELAY)
 and notifies every callable in its ``observers`` list after each HTTP call: ``observer(method, url,
@@ -24,7 +12,6 @@ duration_ns)``. :class:`FakeCatalog` has the same interface without HTTP, for un
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import http.client
 import threading
@@ -33,16 +20,16 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import orjson
 
 from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
-from labkit.toyshop.productstore import ProductStore
+from labkit.toyshop.productstore import ProductStore, load_products
 
-__all__ = ["CatalogClient", "FakeCatalog", "Observer", "create_app", "load_products", "MAX_BATCH"]
+__all__ = ["Catalog", "RemoteCatalog", "CatalogClient", "FakeCatalog", "Observer", "MAX_BATCH"]
 
 Observer = Callable[[str, str, int], None]
 MAX_BATCH = 100  # the server refuses larger batches; the client sends chunks of ``batch_size`` (default 50)
@@ -50,135 +37,51 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _clock = time.perf_counter_ns
 
 
-def load_products(db_path: Path | str) -> dict[int, dict[str, Any]]:
-    """Every product of a toyshop database as ``{id: {field: value}}``."""
-    from labkit.toyshop.db import connect
+@runtime_checkable
+class Catalog(Protocol):
+    """What an export asks of a catalog: product details by id (unknown ids are left out, or None).
 
-    conn = connect(db_path)
-    try:
-        cur = conn.execute("SELECT * FROM products ORDER BY id")
-        names = [d[0] for d in cur.description]
-        return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
-    finally:
-        conn.close()
-
-
-def _json_error(status: int, parameter: str | None, message: str) -> Any:
-    from starlette.responses import Response
-
-    body = {"error": "bad_parameter" if status == 400 else "not_found", "message": message}
-    if parameter:
-        body["parameter"] = parameter
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
-
-
-_delay_pool: ThreadPoolExecutor | None = None
-
-
-async def _delay(seconds: float) -> None:
-    """Sleep ``seconds`` precisely without blocking the event loop.
-
-    ``asyncio.sleep`` is only as fine as the loop's timer: libuv (uvloop) counts whole milliseconds, so a
-    0.3 ms sleep rounds down to none and 1 ms comes out longer. ``time.sleep`` on a worker thread
-    (clock_nanosleep) is precise; the hand-off to the thread and back (longer on a busy machine) becomes part
-    of the emulated wire time. Up to 256 delays overlap, like requests in flight on a real link.
+    :class:`CatalogClient`, :class:`FakeCatalog` and the product cache's per-request view
+    (:class:`labkit.toyshop.productcache.CachedCatalog`) are catalogs. ``observers`` are notified of every call
+    that goes out (the N+1 detector listens there).
     """
-    global _delay_pool
-    if _delay_pool is None:
-        _delay_pool = ThreadPoolExecutor(256, "emulated-delay")
-    await asyncio.get_running_loop().run_in_executor(_delay_pool, time.sleep, seconds)
+
+    @property
+    def observers(self) -> list[Observer]: ...
+
+    def get(self, product_id: int) -> dict[str, Any] | None:
+        """One product's details, or None if the catalog does not know it."""
+        ...
+
+    def get_each(self, product_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Details of each distinct id, one call per id (the N+1 shape)."""
+        ...
+
+    def get_many(self, product_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Details of each distinct id, in batches."""
+        ...
 
 
-def create_app(db_path: Path | str, *, delay_ms: float = 0.0, max_batch: int = MAX_BATCH) -> Any:
-    """The catalog as a Starlette app over the products of ``db_path``.
+@runtime_checkable
+class RemoteCatalog(Catalog, Protocol):
+    """A catalog client the order service owns: a :class:`Catalog` that can also fan out, follow the change
+    feed (the product cache's refresher), write, and close."""
 
-    Args:
-        db_path: a toyshop SQLite file; products are loaded (and pre-encoded) once, at creation.
-        delay_ms: sleep added to every product call — an emulation of a farther network.
-        max_batch: the largest batch ``GET /products?ids=`` accepts.
-    """
-    from starlette.applications import Starlette
-    from starlette.responses import Response
-    from starlette.routing import Route
+    def with_concurrency(self, concurrency: int) -> RemoteCatalog:
+        """A view sharing this client's connections that runs ``concurrency`` calls at once."""
+        ...
 
-    if delay_ms < 0 or max_batch < 1:
-        raise BadInputError(f"catalog needs delay_ms >= 0 and max_batch >= 1 (got {delay_ms}, {max_batch})")
-    store = ProductStore(load_products(db_path))
-    encoded = store.encoded  # writes replace entries of this very dict
-    delay_s = delay_ms / 1000.0
-    headers = {"X-Emulated-Delay-Ms": f"{delay_ms:g}"} if delay_ms else {}
+    def changes(self, since: int) -> tuple[int, list[int]]:
+        """``(catalog version now, ids written after version since)``."""
+        ...
 
-    async def health(request: Any) -> Any:
-        return Response(b'{"status":"ok","role":"catalog"}', media_type="application/json")
+    def update(self, product_id: int, fields: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Change ``fields`` of one product; the product as it is now, or None if unknown."""
+        ...
 
-    async def one(request: Any) -> Any:
-        raw = request.path_params["product_id"]
-        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
-            return _json_error(400, "product_id", f"product_id must be a positive integer, got {raw!r}")
-        if delay_s:
-            await _delay(delay_s)
-        body = encoded.get(int(raw))
-        if body is None:
-            return _json_error(404, "product_id", f"no product with id {int(raw)}")
-        return Response(body, media_type="application/json", headers=headers)
-
-    async def batch(request: Any) -> Any:
-        extra = set(request.query_params) - {"ids"}
-        if extra:
-            return _json_error(400, sorted(extra)[0], f"unknown parameter {sorted(extra)[0]!r}; use ids=1,2,3")
-        raw = request.query_params.get("ids")
-        if not raw:
-            return _json_error(400, "ids", "ids is required: a comma-separated list of product ids, e.g. ids=1,2,3")
-        parts = raw.split(",")
-        if len(parts) > max_batch:
-            return _json_error(400, "ids", f"at most {max_batch} ids per batch (got {len(parts)}); "
-                                           "split the request into chunks")
-        if not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
-            return _json_error(400, "ids", f"ids must be comma-separated positive integers, got {raw[:80]!r}")
-        if delay_s:
-            await _delay(delay_s)
-        found, missing = store.batch([int(p) for p in parts])
-        content = b'{"products":[' + b",".join(found) + b'],"missing":' + orjson.dumps(missing) + b"}"
-        return Response(content, media_type="application/json", headers=headers)
-
-    async def one_or_write(request: Any) -> Any:
-        if request.method != "PATCH":
-            return await one(request)
-        raw = request.path_params["product_id"]
-        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
-            return _json_error(400, "product_id", f"product_id must be a positive integer, got {raw[:40]!r}")
-        body = await request.body()
-        if len(body) > 65_536:
-            return _json_error(400, "body", "an update is at most 64 KiB of JSON")
-        try:
-            fields = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return _json_error(400, "body", f"the body is not JSON ({exc}); send an object of fields to change")
-        if delay_s:
-            await _delay(delay_s)
-        try:
-            done = store.update(int(raw), fields)
-        except BadInputError as exc:
-            return _json_error(400, "body", str(exc))
-        if done is None:
-            return _json_error(404, "product_id", f"no product with id {int(raw)}")
-        version, product = done
-        return Response(orjson.dumps(product), media_type="application/json",
-                        headers={**headers, "X-Catalog-Version": str(version)})
-
-    async def changes(request: Any) -> Any:
-        raw = request.query_params.get("since", "")
-        if set(request.query_params) - {"since"} or not raw.isascii() or not raw.isdigit() or len(raw) > 18:
-            return _json_error(400, "since", f"use /products/changes?since=<version>, a number >= 0 (got {raw[:40]!r})")
-        if delay_s:
-            await _delay(delay_s)
-        version, changed = store.changes(int(raw))
-        return Response(orjson.dumps({"version": version, "changed": changed}), media_type="application/json",
-                        headers=headers)
-
-    return Starlette(routes=[Route("/health", health), Route("/products/changes", changes),
-                             Route("/products/{product_id}", one_or_write, methods=["GET", "PATCH"]),
-                             Route("/products", batch)])
+    def close(self) -> None:
+        """Release connections and threads."""
+        ...
 
 
 class _Base:

@@ -4,8 +4,8 @@
     export_batched(conn, catalog, customer_id) -> dict   # a handful of IN (...) queries, batch catalog calls
     export_join(conn, catalog, customer_id) -> dict      # one JOIN, batch catalog calls
 
-``conn`` comes from :func:`labkit.toyshop.db.connect`; ``catalog`` is a
-:class:`labkit.toyshop.catalog.CatalogClient` (or the fake). All three return the same dict for the same
+``conn`` comes from :func:`labkit.toyshop.db.connect`; ``catalog`` is any :class:`labkit.toyshop.catalog.Catalog`
+(the HTTP client, the fake, or the product cache's view). All three return the same dict for the same
 customer (tested), so a harness can run them side by side. For the ladder customer 1 (50 orders × 4 items),
 naive makes 2 + 50 + 200 = 252 queries and 200 catalog calls; batched 4 queries and 4 catalog calls;
 join 2 queries and 4 catalog calls. An unknown customer raises :class:`labkit.toyshop.db.NotFoundError`.
@@ -17,11 +17,12 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from labkit.toyshop.catalog import Catalog
 from labkit.toyshop.db import NotFoundError
 
 __all__ = ["export_naive", "export_batched", "export_join", "order_detail", "EXPORTS", "Export"]
 
-Export = Callable[[sqlite3.Connection, Any, int], dict[str, Any]]
+Export = Callable[[sqlite3.Connection, Catalog, int], dict[str, Any]]
 _CUSTOMER = "SELECT id, name, email, country, tier FROM customers WHERE id = ?"
 _ORDERS = ("SELECT id, created_at, status, currency, shipping_cents, total_cents FROM orders "
            "WHERE customer_id = ? ORDER BY created_at, id")
@@ -52,7 +53,7 @@ def _result(customer: dict[str, Any], orders: list[dict[str, Any]]) -> dict[str,
             "item_count": sum(len(o["items"]) for o in orders), "orders": orders}
 
 
-def export_naive(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+def export_naive(conn: sqlite3.Connection, catalog: Catalog, customer_id: int) -> dict[str, Any]:
     """The N+1 way: per order a query for its items; per item a product query and a catalog call."""
     customer = _customer(conn, customer_id)
     orders = [_order(r) for r in conn.execute(_ORDERS, (customer_id,)).fetchall()]
@@ -73,7 +74,7 @@ def _in_chunks(conn: sqlite3.Connection, sql: str, ids: list[int]) -> list[tuple
     return rows
 
 
-def export_batched(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+def export_batched(conn: sqlite3.Connection, catalog: Catalog, customer_id: int) -> dict[str, Any]:
     """Batched: orders, then all their items in one ``IN (...)``, all products in one, catalog in batches."""
     customer = _customer(conn, customer_id)
     orders = [_order(r) for r in conn.execute(_ORDERS, (customer_id,)).fetchall()]
@@ -90,7 +91,7 @@ def export_batched(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> 
     return _result(customer, orders)
 
 
-def export_join(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+def export_join(conn: sqlite3.Connection, catalog: Catalog, customer_id: int) -> dict[str, Any]:
     """One query: orders JOIN items JOIN products, then the catalog in batches."""
     customer = _customer(conn, customer_id)
     rows = conn.execute(
@@ -113,7 +114,7 @@ def export_join(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dic
 EXPORTS: dict[str, Export] = {"naive": export_naive, "batched": export_batched, "join": export_join}
 
 
-def order_detail(conn: sqlite3.Connection, catalog: Any, order_id: int) -> dict[str, Any]:
+def order_detail(conn: sqlite3.Connection, catalog: Catalog, order_id: int) -> dict[str, Any]:
     """One order with its items (one JOIN) and their catalog details (batch calls).
 
     Raises :class:`labkit.toyshop.db.NotFoundError` for an unknown order id.

@@ -1,11 +1,15 @@
-"""The order service's OpenAPI 3.1 schema (served at ``/openapi.json``), written by hand from the switches."""
+"""The order service's OpenAPI 3.1 schema (served at ``/openapi.json``): the endpoints written by hand, the
+switches read from :data:`labkit.toyshop.switches.TABLE` (request switches as every endpoint's query parameters;
+every switch in ``/health``'s ``variants``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from labkit.toyshop import gclog
-from labkit.toyshop.variants import REQUEST_SWITCHES
+from labkit.toyshop.quote import MAX_QUOTE_LINES
+from labkit.toyshop.statement import MAX_STATEMENT_LINES
+from labkit.toyshop.switches import TABLE, Switch
 
 __all__ = ["openapi_schema"]
 
@@ -19,10 +23,29 @@ _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog 
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
 
 
+def _switch_schema(s: Switch) -> dict[str, Any]:
+    if s.range is not None:
+        return {"type": "integer", "minimum": s.range[0], "maximum": s.range[1], "default": s.default}
+    return {"type": "string", "enum": list(s.values), "default": s.default}
+
+
 def _switch_params() -> list[dict[str, Any]]:
-    return [{"name": name, "in": "query", "required": False,
-             "description": f"variant switch (default: the process's, baseline {values[0]!r})",
-             "schema": {"type": "string", "enum": list(values)}} for name, values in REQUEST_SWITCHES.items()]
+    # no "default" on a parameter's schema: a request without it gets the process's default, not the baseline
+    return [{"name": s.name, "in": "query", "required": False,
+             "description": f"variant switch: {s.does} (default: the process's, baseline {s.default!r}; "
+                            f"lesson {s.lesson}; see docs/switches.md)",
+             "schema": {"type": "string", "enum": list(s.values)}} for s in TABLE if s.scope == "request"]
+
+
+def _health() -> dict[str, Any]:
+    variants = {"type": "object", "description": "every switch in force in this process (docs/switches.md)",
+                "properties": {s.name: {**_switch_schema(s), "description": f"{s.scope} switch: {s.does}"}
+                               for s in TABLE}}
+    op = _op("liveness and the process's variant settings", [], not_found=False)
+    op["get"]["responses"]["200"]["content"]["application/json"]["schema"] = {
+        "type": "object", "properties": {"status": {"type": "string"}, "role": {"type": "string"},
+                                         "variants": variants}}
+    return op
 
 
 def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True, schema: bool = False) -> dict[str, Any]:
@@ -54,8 +77,6 @@ def _path_int(name: str) -> dict[str, Any]:
 
 def openapi_schema() -> dict[str, Any]:
     """The schema as a dict (OpenAPI 3.1)."""
-    from labkit.toyshop.app import MAX_QUOTE_LINES
-
     quote_params = [
         {"name": "customer_id", "in": "query", "description": "price this customer's order history (or give lines)",
          "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}},
@@ -71,7 +92,7 @@ def openapi_schema() -> dict[str, Any]:
         "info": {"title": "toyshop order service", "version": "1",
                  "description": "The bundled service of perflab's labs. Loopback only."},
         "paths": {
-            "/health": _op("liveness and the process's variant settings", [], not_found=False),
+            "/health": _health(),
             "/customers/{customer_id}/export": _op("a customer's orders with product details (N+1 candidate)",
                                                    [_path_int("customer_id")], schema=True),
             "/orders/{order_id}": _op("one order with its items", [_path_int("order_id")], schema=True),
@@ -93,8 +114,6 @@ def openapi_schema() -> dict[str, Any]:
 
 
 def _statement_op() -> dict[str, Any]:
-    from labkit.toyshop.statement import MAX_STATEMENT_LINES
-
     params = [
         {"name": "customer_id", "in": "query", "description": "that customer's order lines (or give lines)",
          "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}},

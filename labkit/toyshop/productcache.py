@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 from labkit import trace
 from labkit.errors import BadInputError, LabkitError
+from labkit.toyshop.catalog import Catalog, Observer, RemoteCatalog
 
 __all__ = ["ProductCache", "Snapshot", "CacheTotals", "WouldBlock", "OFFLINE", "REFRESH_S", "MAX_STALE_S"]
 
@@ -49,7 +50,7 @@ class WouldBlock(LabkitError):
 class _Offline:
     """A catalog that never calls out: any lookup raises :class:`WouldBlock` (nothing fetched, nothing counted)."""
 
-    observers: list[Any] = []
+    observers: list[Observer] = []
 
     def get_many(self, product_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         raise WouldBlock(f"{len(list(product_ids))} products not in the cache; fetching them would block")
@@ -105,7 +106,7 @@ class ProductCache:
         autostart: the first lookup starts the background refresher (False: call :meth:`refresh` yourself).
     """
 
-    def __init__(self, catalog: Any, *, preload: Iterable[int] = (), refresh_s: float = REFRESH_S,
+    def __init__(self, catalog: RemoteCatalog, *, preload: Iterable[int] = (), refresh_s: float = REFRESH_S,
                  max_stale_s: float = MAX_STALE_S, capacity: int | None = None,
                  clock: Callable[[], int] = time.monotonic_ns, autostart: bool = True) -> None:
         if not 0 < refresh_s < max_stale_s:
@@ -144,7 +145,7 @@ class ProductCache:
                 self._counters.append(c)
         return c
 
-    def get_many(self, ids: Iterable[int], catalog: Any = None) -> dict[int, dict[str, Any]]:
+    def get_many(self, ids: Iterable[int], catalog: Catalog | None = None) -> dict[int, dict[str, Any]]:
         """Details of each distinct id, like ``catalog.get_many``: hits from the snapshot, misses from
         ``catalog`` (default: the cache's own) in one batch, back-filled. Unknown ids are left out."""
         if self._thread is None and self._autostart:
@@ -178,11 +179,11 @@ class ProductCache:
         trace.add("cache_miss", count=len(missing), desc=None if fresh else "snapshot too old: bypassed")
         return found
 
-    def get(self, product_id: int, catalog: Any = None) -> dict[str, Any] | None:
+    def get(self, product_id: int, catalog: Catalog | None = None) -> dict[str, Any] | None:
         """One product's details (see :meth:`get_many`), or None if the catalog does not know it."""
         return self.get_many((int(product_id),), catalog).get(int(product_id))
 
-    def view(self, catalog: Any = None) -> CachedCatalog:
+    def view(self, catalog: Catalog | None = None) -> CachedCatalog:
         """A catalog client for one request: ``get``/``get_many``/``get_each`` answer through this cache, misses
         go to ``catalog`` (default: the cache's own; pass ``io=concurrent``'s fanned-out client). It adds the
         snapshot's age to the request's ``Server-Timing`` once (``cache_age``)."""
@@ -267,12 +268,12 @@ class ProductCache:
 class CachedCatalog:
     """A catalog client that answers through a :class:`ProductCache` (one per request: :meth:`ProductCache.view`)."""
 
-    def __init__(self, cache: ProductCache, catalog: Any) -> None:
+    def __init__(self, cache: ProductCache, catalog: Catalog) -> None:
         self.cache, self.catalog = cache, catalog
         self._aged = False
 
     @property
-    def observers(self) -> list[Any]:
+    def observers(self) -> list[Observer]:
         """The underlying client's observers (misses are real calls and notify them)."""
         return self.catalog.observers
 

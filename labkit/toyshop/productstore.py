@@ -1,6 +1,6 @@
 """The catalog's products in memory: encoded once, with a write path and a change feed.
 
-The catalog process (:func:`labkit.toyshop.catalog.create_app`) and the in-process
+The catalog process (:func:`labkit.toyshop.catalog_server.create_app`) and the in-process
 :class:`~labkit.toyshop.catalog.FakeCatalog` both serve from a :class:`ProductStore`. Products are loaded from
 the dataset once and kept as JSON bytes, so a read costs a dict lookup. A write (``PATCH /products/{id}``)
 changes some fields of one product and bumps the store's **version**; the change feed
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from labkit.errors import BadInputError
 
-__all__ = ["ProductStore", "check_fields"]
+__all__ = ["ProductStore", "check_fields", "load_products"]
 
 _MAX_STR = 10_000
 _INT64 = 2**63
@@ -57,7 +58,7 @@ class ProductStore:
     """Products by id, as dicts and as encoded JSON, with a version that every write bumps.
 
     Args:
-        products: ``{id: {field: value}}`` (see :func:`labkit.toyshop.catalog.load_products`).
+        products: ``{id: {field: value}}`` (see :func:`load_products`).
 
     Reads (:attr:`encoded`) take no lock: a write replaces one dict entry, a single store. Writes and the
     change feed share a lock, so a version and its set of changed ids always agree.
@@ -106,3 +107,16 @@ class ProductStore:
 
     def __len__(self) -> int:
         return len(self.encoded)
+
+
+def load_products(db_path: Path | str) -> dict[int, dict[str, Any]]:
+    """Every product of a toyshop database as ``{id: {field: value}}``."""
+    from labkit.toyshop.db import connect
+
+    conn = connect(db_path)
+    try:
+        cur = conn.execute("SELECT * FROM products ORDER BY id")
+        names = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
+    finally:
+        conn.close()

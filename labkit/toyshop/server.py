@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     if args.role == "catalog":
-        from labkit.toyshop.catalog import create_app as create_catalog
+        from labkit.toyshop.catalog_server import create_app as create_catalog
 
         app = create_catalog(args.db, delay_ms=args.catalog_delay_ms)
     else:

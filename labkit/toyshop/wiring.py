@@ -1,14 +1,13 @@
-"""The service's calls into the performance core: encoding, field trimming, quote pricing, config cache.
+"""The service's calls into the performance core: encoding, field trimming, the config cache.
 
 One thin seam, so the HTTP layer (:mod:`labkit.toyshop.app`) stays the same whichever kernel a switch picks,
 and so every switch value is reachable from a request. Everything comes from :mod:`labkit.toyshop.core`:
-codecs and field sets, pricing kernels, and the config cache (:class:`labkit.toyshop.core.ConfigCache` in
+codecs and field sets, and the config cache (:class:`labkit.toyshop.core.ConfigCache` in
 ``local`` mode; ``cache=none`` skips it and queries SQLite every time).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from labkit import trace
@@ -17,17 +16,14 @@ from labkit.toyshop.core import (
     TRIMMED_FIELDS,
     BufferPool,
     ConfigCache,
-    OrderLines,
     compress,
     encode,
-    make_order_lines,
-    quote,
     select_fields,
 )
 from labkit.toyshop.negotiate import SCHEMA_FORMATS, SERVED_FORMATS, NotAcceptable, choose, media_type
 
-__all__ = ["encode", "MEDIA_TYPES", "trim_export", "TRIMMED_FIELDS", "quote_payload", "ConfigCache", "negotiate",
-           "serialize", "NotAcceptable", "BufferPool"]
+__all__ = ["encode", "MEDIA_TYPES", "trim_export", "TRIMMED_FIELDS", "ConfigCache", "negotiate", "serialize",
+           "NotAcceptable", "BufferPool"]
 _PLAIN = tuple(f for f in SERVED_FORMATS if f not in SCHEMA_FORMATS)
 
 
@@ -64,22 +60,3 @@ def trim_export(payload: dict[str, Any], fields: str) -> dict[str, Any]:
             if item["product"] is not None:
                 item["product"] = select_fields(item["product"], "trimmed")
     return payload
-
-
-@lru_cache(maxsize=16)
-def _synthetic_lines(n: int, seed: int) -> Any:
-    return make_order_lines(n, seed=seed)
-
-
-_TAX = {"zero": 0, "reduced": 1, "standard": 3}
-
-
-def quote_payload(rows: list[tuple] | None, n_lines: int | None, seed: int, layout: str,
-                  buffers: str) -> dict[str, Any]:
-    """Price either SQL rows ``(product_id, qty, unit_price, discount_pct, tax_class_name)`` or ``n_lines``
-    synthetic lines with the core kernel chosen by ``layout``/``buffers``; returns JSON-ready data."""
-    if rows is not None:
-        lines = OrderLines.from_rows([(pid, qty, unit, pct * 100, _TAX[tax]) for pid, qty, unit, pct, tax in rows])
-    else:
-        lines = _synthetic_lines(n_lines or 0, seed)
-    return quote(lines, layout=layout, buffers=buffers).to_dict()

@@ -5,15 +5,9 @@ whose first value is the slow baseline (the default). Variants of one step share
 can run them side by side (``labkit.compare(quote_aos_grow, quote_soa_grow, lines)``) and the service can
 pick one per request (``/quote?layout=soa&buffers=prealloc``, ``?codec=orjson&fields=trimmed``).
 
-Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DEFAULTS`:
-
-    layout   aos | soa                quote pricing over per-line dicts vs NumPy columns
-    buffers  grow | prealloc | pooled fresh containers per call vs reused per-thread buffers; pooled:
-                                      a shared pool (statements only) with lab 03's stale-state bug
-    codec    json | orjson | msgspec | msgpack | protobuf   response encoding (pickle: encode() only)
-    compress none | gzip | zstd       response compression
-    fields   full | trimmed           32 product fields per item vs 8
-    cache    none | local             config lookup: load every time vs in-process snapshot
+Switches — :data:`VARIANTS` (name -> allowed values, default first), :data:`DEFAULTS`: the switches the core
+reads (``layout``, ``buffers``, ``codec``, ``compress``, ``fields``, ``cache``), a view of toyshop's one table
+(:data:`labkit.toyshop.switches.TABLE`; what each does: ``docs/switches.md``):
 
     check_variant(switch, value) -> value       raises BadInputError naming switch, value and allowed values
     resolve_variants(choices=None, *, ignore_unknown=False) -> dict   every switch, defaults filled in

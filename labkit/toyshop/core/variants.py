@@ -1,8 +1,9 @@
-"""The registry of the performance core's code-path switches, and their validation.
+"""The performance core's view of toyshop's switches: the ones the core reads itself, and their checks.
 
-Every switch names its allowed values with the slow baseline first (the default). The service reads
-:data:`VARIANTS` to list the switches a request may carry (``?layout=soa&codec=orjson``); labs read it to run
-every value side by side.
+The switches are declared once, in :data:`labkit.toyshop.switches.TABLE` (reference: ``docs/switches.md``);
+this module keeps those marked ``core`` (``layout``, ``buffers``, ``codec``, ``compress``, ``fields``,
+``cache``), so the core stays importable and checkable on its own, without the service. Labs read
+:data:`VARIANTS` to run every value side by side.
 """
 
 from __future__ import annotations
@@ -10,23 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from labkit.errors import BadInputError
+from labkit.toyshop.switches import TABLE, check
 
 __all__ = ["VARIANTS", "DEFAULTS", "check_variant", "resolve_variants"]
 
 #: switch name -> allowed values, the default (slow baseline) first.
-VARIANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "layout": ("aos", "soa"),  # quote pricing: per-line dicts vs numpy columns
-        # quote pricing and statements: fresh containers vs reused per-thread buffers; pooled (statements
-        # only) is a shared pool carrying lab 03's deliberate stale-state bug
-        "buffers": ("grow", "prealloc", "pooled"),
-        "codec": ("json", "orjson", "msgspec", "msgpack", "protobuf"),  # response encoding (pickle: core only)
-        "compress": ("none", "gzip", "zstd"),  # response compression (Content-Encoding)
-        "fields": ("full", "trimmed"),  # product fields per response item: ~30 vs 8
-        "cache": ("none", "local"),  # config lookups: every time vs in-process snapshot
-    }
-)
+VARIANTS: Mapping[str, tuple[str, ...]] = MappingProxyType({s.name: s.values for s in TABLE if s.core})
 
 #: switch name -> default value (the first allowed value).
 DEFAULTS: Mapping[str, str] = MappingProxyType({name: values[0] for name, values in VARIANTS.items()})
@@ -37,18 +27,7 @@ def check_variant(switch: str, value: str) -> str:
 
     Raises :class:`labkit.errors.BadInputError` naming the switch, the bad value and the allowed values.
     """
-    allowed = VARIANTS.get(switch)
-    if allowed is None:
-        raise BadInputError(
-            f"unknown variant switch {switch!r}: the performance core has no such switch; "
-            f"use one of {', '.join(VARIANTS)}"
-        )
-    if value not in allowed:
-        raise BadInputError(
-            f"bad value {value!r} for variant switch {switch!r}: it is not one of the allowed values; "
-            f"use one of {', '.join(allowed)} (default {allowed[0]!r})"
-        )
-    return value
+    return check(switch, value, VARIANTS, "the performance core's")
 
 
 def resolve_variants(choices: Mapping[str, str] | None = None, *, ignore_unknown: bool = False) -> dict[str, str]:

@@ -1,0 +1,218 @@
+"""toyshop's switches, declared once: the table that checking, start-up, presets, the OpenAPI schema and the
+reference page (``docs/switches.md``) are all read from.
+
+Each :class:`Switch` names its values with the slow baseline first (the default), or an integer range with a
+default. *Request* switches may be set at start (as the process default) and overridden per request with a
+query parameter, so A and B can be interleaved against one warm process
+(``/customers/1/export?n1=batched&codec=orjson``). *Process* switches are chosen at start only, because they
+change the process itself (garbage collector, thread pool). ``core=True`` marks the switches the performance
+core reads itself: :data:`labkit.toyshop.core.VARIANTS` is their view, importable without the service.
+
+    SWITCHES["n1"].values                 ('naive', 'batched', 'join')
+    check("n1", "join")                   'join', or BadInputError naming the switch, the value and the choices
+    resolve({"n1": "join", "pool": 2})    every switch, defaults filled in and values checked (start-up)
+    with_preset(defaults, {"preset": "all", "cache": "none"})   a request's switches, the preset applied
+
+This module imports nothing of the service, so the core can import it. To regenerate the reference page after
+changing the table: ``python -m labkit.toyshop.switches > docs/switches.md`` (a test compares them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from labkit.errors import BadInputError
+
+__all__ = ["Switch", "TABLE", "SWITCHES", "REQUEST_SWITCHES", "PROCESS_SWITCHES", "PRESETS", "check", "resolve",
+           "with_preset", "reference_page"]
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One switch: its name, its values (or an integer range) with the default, its scope, its lesson, what it does.
+
+    Attributes:
+        name: the query parameter / ``variants=`` key.
+        scope: ``request`` (a process default, overridable per request) or ``process`` (start only).
+        lesson: the notebook (stem under ``notebooks/``) whose lesson the switch belongs to.
+        does: one line of what it does, value by value.
+        values: the allowed values, the default (the slow baseline) first; empty for an integer switch.
+        range: ``(low, high)`` allowed for an integer switch, inclusive.
+        default: an integer switch's default (a choice switch's is its first value).
+        hint: what an error about a bad value adds (the integer switches' rules of thumb).
+        core: the performance core reads it (:data:`labkit.toyshop.core.VARIANTS`).
+    """
+
+    name: str
+    scope: Literal["request", "process"]
+    lesson: str
+    does: str
+    values: tuple[str, ...] = ()
+    range: tuple[int, int] | None = None
+    default: str | int = ""
+    hint: str = ""
+    core: bool = False
+
+    def __post_init__(self) -> None:
+        if bool(self.values) == (self.range is not None):
+            raise ValueError(f"switch {self.name!r}: give either values or an integer range")
+        if self.values:
+            object.__setattr__(self, "default", self.values[0])
+
+    @property
+    def choices(self) -> str:
+        """The allowed values as a user reads them: ``naive, batched, join`` or ``an integer 1–1024``."""
+        if self.range is not None:
+            return f"an integer {self.range[0]}–{self.range[1]}"
+        return ", ".join(self.values)
+
+    def check(self, value: Any) -> Any:
+        """``value`` if allowed (an integer switch's as an int: ``"2"`` → 2), else raise BadInputError saying
+        what is allowed and the default."""
+        if self.range is not None:
+            lo, hi = self.range
+            if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
+                    or not lo <= int(value) <= hi:
+                raise BadInputError(f"variant {self.name}={value!r}: must be {self.choices}, default {self.default} "
+                                    f"({self.hint})")
+            return int(value)
+        if value not in self.values:
+            raise BadInputError(f"bad value {value!r} for switch {self.name!r}: use one of {self.choices} "
+                                f"(default {self.default!r})")
+        return value
+
+
+#: the capstone's two configurations (lab 08). ``all`` keeps the JSON format and every product field: the
+#: fixes change how the answer is made, never what it says (trimming fields is a change of contract).
+PRESETS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "baseline": MappingProxyType({"n1": "naive", "io": "serial", "codec": "json", "compress": "none",
+                                  "fields": "full", "cache": "none", "log": "sync", "hop": "pool",
+                                  "layout": "aos", "buffers": "grow"}),
+    "all": MappingProxyType({"n1": "join", "io": "concurrent", "codec": "orjson", "compress": "none",
+                             "fields": "full", "cache": "local", "log": "queued", "hop": "inline",
+                             "layout": "soa", "buffers": "prealloc"}),
+})
+
+_R, _P = "request", "process"
+#: every switch, in the order responses list them (``X-Variant``, ``/health``).
+TABLE: tuple[Switch, ...] = (
+    Switch("n1", _R, "02_nplusone", "N+1 queries and catalog calls (naive) vs batched IN (...) vs one JOIN",
+           ("naive", "batched", "join")),
+    Switch("io", _R, "02_nplusone", "catalog batches one after another vs fanned out on threads (batched and "
+                                    "join exports, orders; naive stays one call at a time)", ("serial", "concurrent")),
+    Switch("layout", _R, "04_data_layout", "quote pricing over per-line dicts vs NumPy columns", ("aos", "soa"),
+           core=True),
+    Switch("buffers", _R, "03_preallocation", "fresh containers per call vs reused per-thread buffers; pooled "
+                                             "(statements only): a shared pool with a deliberate stale-state bug",
+           ("grow", "prealloc", "pooled"), core=True),
+    Switch("codec", _R, "05_serialization", "the encoder (the format comes from the Accept header; protobuf: "
+                                            "export and order only)",
+           ("json", "orjson", "msgspec", "msgpack", "protobuf"), core=True),
+    Switch("compress", _R, "05_serialization", "response compression (Content-Encoding)", ("none", "gzip", "zstd"),
+           core=True),
+    Switch("fields", _R, "05_serialization", "every product field per item (32) vs the 8 a client shows",
+           ("full", "trimmed"), core=True),
+    Switch("cache", _R, "08_capstone", "config lookups and product details every time from SQLite and the "
+                                       "catalog vs in-process caches", ("none", "local"), core=True),
+    Switch("log", _R, "08_capstone", "access log: none (keeps other labs' measurements unchanged) / written on "
+                                     "the request path / queued to a listener thread", ("off", "sync", "queued")),
+    Switch("hop", _R, "08_capstone", "SQLite work always handed to a pool thread vs run on the event loop unless "
+                                     "it needs the network (a catalog call)", ("pool", "inline")),
+    Switch("preset", _R, "08_capstone", "none: each switch as given; baseline / all: the capstone's slow "
+                                        "configuration / every request-level fix (a switch given beside it wins)",
+           ("none", *PRESETS)),
+    Switch("gc", _P, "06_gc_profiling", "CPython's GC thresholds vs gc.freeze() after start-up and a gen-0 "
+                                          "threshold of 50,000 allocations (CPython's: 700)",
+           ("default", "tuned")),
+    Switch("pool", _P, "07_tail_latency", "threads that run the blocking SQLite work", range=(1, 1024),
+           default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work"),
+    Switch("queue", _P, "07_tail_latency", "0: requests wait for a pool thread without bound; N: beyond pool + N "
+                                           "requests in flight, answer 503 at once (load shedding)",
+           range=(0, 1_000_000), default=0, hint="0 = wait unbounded; N = answer 503 when more than pool + N "
+                                                 "requests are in flight"),
+    Switch("scribble", _P, "03_preallocation", "debug: fill released pool buffers with 0xDD (and a red zone)",
+           ("off", "on")),
+    Switch("alloc", _P, "03_preallocation", "count allocator calls per request (memray) into Server-Timing alloc; "
+                                            "serves one request at a time (pool 1)", ("off", "census")),
+)
+SWITCHES: Mapping[str, Switch] = MappingProxyType({s.name: s for s in TABLE})
+#: per-request switches: name -> allowed values, baseline first.
+REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {s.name: s.values for s in TABLE if s.scope == "request"})
+#: process switches: name -> allowed values (empty for the integer switches ``pool`` and ``queue``).
+PROCESS_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {s.name: s.values for s in TABLE if s.scope == "process"})
+
+
+def check(name: str, value: Any, among: Iterable[str] = REQUEST_SWITCHES, what: str = "per-request") -> Any:
+    """``value`` if allowed for the switch ``name`` (one of ``among``, described as ``what`` in the error), else
+    raise :class:`labkit.errors.BadInputError` naming the switch, the value and what is allowed."""
+    names = among if isinstance(among, Mapping) else tuple(among)
+    if name not in names:
+        raise BadInputError(f"unknown variant switch {name!r}; {what} switches are {', '.join(names)}")
+    return SWITCHES[name].check(value)
+
+
+def with_preset(defaults: Mapping[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
+    """A request's switches: ``defaults`` (the process's), then the preset in force (``given`` or the default)
+    applied, then the switches ``given`` in the request itself on top."""
+    sw = dict(defaults)
+    preset = given.get("preset", sw.get("preset", "none"))
+    if preset != "none":
+        sw.update(PRESETS[preset])
+    sw.update(given)
+    return sw
+
+
+def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """All switches with defaults filled in and values checked: the process's starting configuration.
+
+    Raises :class:`labkit.errors.BadInputError` naming an unknown switch or a bad value.
+    """
+    out: dict[str, Any] = {s.name: s.default for s in TABLE}
+    for name, value in (variants or {}).items():
+        out[name] = check(name, value, SWITCHES, "toyshop's")
+    if out["alloc"] == "census":  # the census is process-wide: one request at a time, so one pool thread
+        out["pool"] = 1
+    return out
+
+
+def reference_page() -> str:
+    """``docs/switches.md``: the table for users, in Markdown."""
+    rows = [f"| `{s.name}` | {' · '.join(f'`{v}`' for v in s.values) or s.choices} | `{s.default}` | {s.scope} | "
+            f"[{s.lesson}](../notebooks/{s.lesson}.ipynb) | {s.does} |" for s in TABLE]
+    presets = [f"| `{name}` | {', '.join(f'{k}={v}' for k, v in sw.items())} |" for name, sw in PRESETS.items()]
+    return "\n".join([
+        "# toyshop's switches",
+        "",
+        "<!-- generated from labkit/toyshop/switches.py by `python -m labkit.toyshop.switches > docs/switches.md`;"
+        " a test keeps them equal -->",
+        "",
+        "Every lesson's fix is a switch of the bundled service. Set a process default at start",
+        "(`labkit.service.start(variants={\"n1\": \"join\"})`, `labkit serve --variant n1=join`); a *request* switch",
+        "may also ride on any request as a query parameter (`/customers/1/export?n1=join&codec=orjson`), so A and B",
+        "can be interleaved against one warm process. *Process* switches are chosen at start only. Each response",
+        "names the switches it was made with in its `X-Variant` header; `/health` lists the process's, and",
+        "`/openapi.json` lists the request switches as every endpoint's parameters.",
+        "",
+        "| switch | values | default | scope | lesson | what it does |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "The default is the slow baseline, except `log=off` (keeps other labs' measurements unchanged) and",
+        "`preset=none` (leaves every switch as given). A preset sets these switches; a switch given in the same",
+        "request overrides it (`?preset=all&cache=none`: every fix but the cache). Process switches are never part",
+        "of a preset.",
+        "",
+        "| preset | sets |",
+        "|---|---|",
+        *presets,
+        "",
+    ])
+
+
+if __name__ == "__main__":
+    print(reference_page(), end="")
