@@ -103,7 +103,8 @@ def filesystem(path: str | os.PathLike[str]) -> str | None:
     """The type of the filesystem ``path`` lives on (``ext4``, ``tmpfs``, ``overlay`` …), from ``/proc/mounts``:
     the longest mount point that contains it; None where that cannot be read (not Linux)."""
     try:
-        mounts = [line.split() for line in open("/proc/mounts", encoding="utf-8")]
+        with open("/proc/mounts", encoding="utf-8") as f:
+            mounts = [line.split() for line in f]
     except OSError:
         return None
     target = os.path.realpath(path)

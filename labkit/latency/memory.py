@@ -182,7 +182,8 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
 def thp_mode() -> str | None:
     """The transparent-huge-page mode in force (``always``, ``madvise`` or ``never``), or None if unknown."""
     try:
-        text = open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii").read()
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as f:
+            text = f.read()
     except OSError:
         return None
     chosen = [w.strip("[]") for w in text.split() if w.startswith("[")]
