@@ -7,6 +7,7 @@ The top level holds the few names every lab uses; each tool lives in its own mod
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any
 
 from labkit.bench import BenchResult, bench
@@ -31,13 +32,13 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"alloc", "charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone",
-               "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises",
-               "fingerprint", "widgets", "layout"}
+# every module and package beside this file, found on disk (a listing, no import): ``labkit.charts`` etc.
+# work after a bare ``import labkit`` without being kept by hand
+_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 def __getattr__(name: str) -> Any:
-    # ``labkit.charts`` etc. work after a bare ``import labkit``, without paying for them up front
+    # imported on first use, so ``import labkit`` does not pay for them up front
     if name in _SUBMODULES:
         return importlib.import_module(f"labkit.{name}")
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

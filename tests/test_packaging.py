@@ -56,3 +56,62 @@ def test_make_test_lints_before_it_tests():
     assert recipe is not None
     lines = recipe.group(1).split("\n")
     assert "ruff check labkit tests" in lines[0] and "pytest" in lines[1]
+
+
+def _faces() -> list[str]:
+    # every package of labkit (the generated protobuf package aside): each one's __init__.py is a face
+    import pkgutil
+
+    names = ["labkit"] + [m.name for m in pkgutil.walk_packages(labkit.__path__, "labkit.") if m.ispkg]
+    return [n for n in names if not n.endswith(".proto")]
+
+
+def _public_names(module) -> set[str]:
+    # what a face hands on: its names without a leading underscore, less submodules and the face's own
+    # imports for its annotations (``from __future__ import annotations``, ``typing.Any``)
+    import __future__
+
+    import types
+    import typing
+
+    return {n for n, v in vars(module).items()
+            if not n.startswith("_") and not isinstance(v, types.ModuleType | __future__._Feature)
+            and getattr(v, "__module__", None) != "typing" and v is not typing.Any}
+
+
+def test_every_face_declares_all_and_it_is_exactly_its_public_names():
+    import importlib
+
+    faces = _faces()
+    assert {"labkit.exercises", "labkit.toyshop", "labkit.load", "labkit.toyshop.core"} <= set(faces)
+    for face in faces:
+        module = importlib.import_module(face)
+        # GIVEN the face's declared API
+        declared = getattr(module, "__all__", None)
+        assert isinstance(declared, list), f"{face} declares no __all__"
+        assert len(declared) == len(set(declared)), f"{face}.__all__ names one name twice"
+        # THEN every declared name resolves (lazily loaded chart builders included) and has a docstring
+        for name in declared:
+            value = getattr(module, name)
+            if callable(value):
+                assert value.__doc__, f"{face}.{name} needs a docstring"
+        # AND nothing public is left out of it
+        missing = _public_names(module) - set(declared)
+        assert not missing, f"{face} hands on {sorted(missing)} without naming them in __all__"
+
+
+def test_every_submodule_is_reachable_from_a_bare_import():
+    import importlib
+    import pkgutil
+    import subprocess
+    import sys
+
+    on_disk = {m.name for m in pkgutil.iter_modules(labkit.__path__) if not m.name.startswith("_")}
+    assert {"queueing", "capstone", "cli", "load", "charts"} <= on_disk
+    assert on_disk == labkit._SUBMODULES
+    for name in sorted(on_disk - set(labkit.__all__)):
+        assert getattr(labkit, name) is importlib.import_module(f"labkit.{name}")
+    # a bare `import labkit` loads none of them before they are asked for
+    code = "import sys, labkit; print(sorted(m for m in sys.modules if m.startswith('labkit.load')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
