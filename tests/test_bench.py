@@ -64,7 +64,7 @@ def test_short_samples_earn_a_warning(clock):
     ({"repeat": 1.5}, "repeat must be an integer"),
     ({"warmup": -2}, "warmup must be an integer ≥ 0"),
     ({"loops": 0}, "loops must be an integer ≥ 1"),
-    ({"min_sample_time": 0}, "min_sample_time must be a positive"),
+    ({"min_sample_time": 0}, "min_sample_time must be a finite number > 0 seconds"),
 ])
 def test_bad_arguments_raise_labkit_errors(kwargs, message):
     with pytest.raises(BadInputError, match=message):

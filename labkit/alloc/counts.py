@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.alloc.census import Census, census_unavailable
-from labkit.bench import _check_callable, _positive_int
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.fingerprint import fingerprint
+from labkit.inputs import function, integer
 from labkit.results import Saveable
 
 __all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS"]
@@ -234,7 +234,7 @@ def _num(v: int | None) -> str:
 
 
 def _check_fn(fn: Any, what: str) -> None:
-    _check_callable(fn, what)
+    function(fn, what)
     if inspect.iscoroutinefunction(fn):
         raise BadInputError(f"{what} is a coroutine function: count() calls it synchronously, so its body would "
                             f"never run. Count lambda: asyncio.run({getattr(fn, '__name__', 'fn')}(...)) instead")
@@ -293,8 +293,8 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
             counts. An exception raised by ``fn`` itself propagates, with every tracer stopped.
     """
     _check_fn(fn, "fn")
-    calls = _positive_int(calls, "calls", 1)
-    warmup = _positive_int(warmup, "warmup", 0)
+    calls = integer(calls, "calls")
+    warmup = integer(warmup, "warmup", low=0)
     notes: list[str] = []
     started = not tracemalloc.is_tracing()
     if started:

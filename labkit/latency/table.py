@@ -175,14 +175,15 @@ def busy_warning(load_before: float | None, load_after: float | None, ncpu: int)
             "Close other work and rerun, or compare rows of one run with each other rather than across runs")
 
 
-def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] | None = None,
+def table(quick: bool = False, progress: bool | None = None, *, include: Iterable[str] | None = None,
           exclude: Iterable[str] = (), dir: str | os.PathLike[str] | None = None) -> LatencyTable:
     """Measure the latency table on this machine.
 
     Args:
         quick: smaller working sets, files and sample counts (faster, noisier).
         progress: show a progress bar (a widget in Jupyter, a text bar in a terminal) and one line per
-            probe as it finishes — all on stderr, so stdout carries only the result.
+            probe as it finishes — all on stderr, so stdout carries only the result. By default inside a
+            notebook (:mod:`labkit.progress`); ``labkit latency`` shows it unless ``--no-progress``.
         include: run only these probes (names of :data:`PROBES`), e.g. ``{"cache", "syscall"}``.
         exclude: skip these probes (e.g. ``{"http"}`` when toyshop is not wanted).
         dir: where the disk and SQLite probes make their temporary files (default: the system temp folder;
@@ -194,7 +195,9 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
     """
     from labkit.errors import BadInputError
     from labkit.fingerprint import fingerprint
+    from labkit.progress import show_progress
 
+    progress = show_progress(progress)
     names = list(PROBES) if include is None else list(include)
     unknown = [n for n in [*names, *exclude] if n not in PROBES]
     if unknown:

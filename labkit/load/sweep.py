@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from labkit.errors import BadInputError
-from labkit.load._runner import run, steps_bar
+from labkit.inputs import integer
+from labkit.load._runner import run
 from labkit.load.result import LoadResult
+from labkit.progress import steps_bar
 from labkit.results import Saveable
 
 __all__ = ["Knee", "Sweep", "sweep", "broken_rule"]
@@ -198,8 +200,8 @@ def sweep(
         raise BadInputError("rates is empty: give the offered rates to try, e.g. rates=range(200, 2001, 200)")
     if "rate" in run_kwargs or "concurrency" in run_kwargs:
         raise BadInputError("sweep() sets rate= itself from rates=; drop rate=/concurrency=")
-    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
-        raise BadInputError(f"stop_after must be an integer >= 1 or None, got {stop_after!r}")
+    if stop_after is not None:
+        integer(stop_after, "stop_after", hint="or None, to run every rate")
     bar = steps_bar(progress, len(rate_list), "sweep", "step")
     steps: list[LoadResult] = []
     past = 0

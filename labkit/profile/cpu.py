@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, ProbeUnavailable
+from labkit.inputs import integer, number
 from labkit.profile.stacks import Stacks
 from labkit.results import Saveable
 
@@ -116,12 +117,8 @@ class CpuProfile(Saveable):
 
 
 def _check(duration_s: float, rate: int) -> tuple[float, int]:
-    if not isinstance(duration_s, int | float) or isinstance(duration_s, bool) or not 0.2 <= duration_s <= 600:
-        raise BadInputError(f"duration_s must be between 0.2 and 600 seconds, got {duration_s!r}")
-    if isinstance(rate, bool) or not isinstance(rate, int) or not 1 <= rate <= 1000:
-        raise BadInputError(f"rate must be an integer 1–1000 samples per second (py-spy's default is 100), "
-                            f"got {rate!r}")
-    return float(duration_s), rate
+    return (number(duration_s, "duration_s", low=0.2, high=600, low_ok=True, unit="seconds"),
+            integer(rate, "rate", high=1000, hint="samples per second (py-spy's default is 100)"))
 
 
 class _Recording:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, ProbeUnavailable
+from labkit.inputs import integer
 from labkit.profile.stacks import Stacks
 from labkit.results import Saveable
 
@@ -242,8 +243,7 @@ class tracking:  # noqa: N801 - used like a function: ``with tracking() as t:``
 
     def __init__(self, *, python_allocators: bool = True, max_records: int = 2_000_000, html: bool = False,
                  target: str = "a block", _cut_at: str | None = None) -> None:
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1000:
-            raise BadInputError(f"max_records must be an integer >= 1000, got {max_records!r}")
+        integer(max_records, "max_records", low=1000)
         self.python_allocators, self.max_records, self.html = python_allocators, max_records, html
         self.target, self._cut_at = target, _cut_at
         self.profile: MemoryProfile | None = None

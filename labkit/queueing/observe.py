@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from labkit.errors import BadInputError, ServiceError
+from labkit.inputs import loopback_url
 from labkit.load import LoadResult, run
 from labkit.load.result import decode_array, encode_array
 from labkit.results import Saveable
@@ -57,12 +58,10 @@ class StatsSampler:
     """
 
     def __init__(self, base_url: str, every_s: float = 0.01, seed: int = 0) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost", "::1") or not parts.port:
-            raise BadInputError(f"StatsSampler needs the service's http://127.0.0.1:PORT, got {base_url!r}")
+        where = loopback_url(base_url, "StatsSampler", example="http://127.0.0.1:PORT (the service's Service.url)")
         if not every_s > 0:
             raise BadInputError(f"every_s must be > 0 seconds, got {every_s!r}")
-        self._host, self._port, self.every_s = parts.hostname, parts.port, every_s
+        self._host, self._port, self.every_s = where.host, where.port, every_s
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._rows: list[tuple[int, ...]] = []
