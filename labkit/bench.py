@@ -24,7 +24,7 @@ import numpy as np
 from labkit.clock import Clock
 from labkit.fingerprint import fingerprint
 from labkit.inputs import function, integer, number
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 from labkit.stats import format_duration, percentiles, spread
 
 __all__ = ["BenchResult", "bench", "Clock"]
@@ -34,7 +34,7 @@ MAX_LOOPS = 10**9
 
 
 @dataclass(frozen=True)
-class BenchResult(Saveable):
+class BenchResult(TextRepr, Saveable):
     """A microbenchmark's outcome: per-call times of every counted sample, and of the warm-up apart.
 
     Attributes:
@@ -87,11 +87,6 @@ class BenchResult(Saveable):
         text = (f"{self.name}: {format_duration(self.median_ns)} ± {format_duration((q3 - q1) / 2)} "
                 f"(median ± IQR/2), {len(self.samples_ns)} samples × {self.loops:,} loops")
         return "\n".join([text, *(f"  warning: {w}" for w in self.warnings)])
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
 
 
 def time_loop(fn: Callable[..., Any], args: tuple[Any, ...], loops: int, clock: Clock) -> int:

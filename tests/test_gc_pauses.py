@@ -92,8 +92,9 @@ def test_pauses_value_round_trips_and_slices(tmp_path):
     assert [x[0] for x in late.pauses] == [1_000_000, 2_000_000] and late.t0_ns == 1_000_010
     frame = p.to_frame()
     assert list(frame.columns) == ["t_s", "ms", "generation", "collected", "uncollectable"] and frame["ms"].max() == 30
-    s = p.summary()
+    s = p.by_generation()
     assert s.loc["gen 2", "max_ms"] == 30 and s.loc["all", "collections"] == 3
+    assert p.summary() == str(p) and p.summary().startswith("3 GC pauses")
     back = GCPauses.load(p.save(tmp_path / "p.json"))
     assert back == p
     with pytest.raises(BadInputError):

@@ -31,7 +31,7 @@ import numpy as np
 from labkit.alloc.pauses import GCPauses
 from labkit.errors import BadInputError, ServiceError
 from labkit.inputs import integer, loopback_url, number
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["service_pauses", "during_load", "compare_processes", "ProcessComparison"]
 
@@ -110,7 +110,7 @@ def during_load(service: Any, path: str = "/health", *, name: str = "", cpus: An
 
 
 @dataclass(frozen=True)
-class ProcessComparison(Saveable):
+class ProcessComparison(TextRepr, Saveable):
     """Two service processes under the same load, in alternating rounds (from :func:`compare_processes`).
 
     Attributes:
@@ -187,11 +187,6 @@ class ProcessComparison(Saveable):
                 f"  largest GC pause: {a} {worst[0]:.2f} ms, {b} {worst[1]:.2f} ms; collections per round "
                 f"(median): {int(np.median(self.pauses[0]))} vs {int(np.median(self.pauses[1]))}; failed "
                 f"requests: {self.errors[0]} vs {self.errors[1]}")
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
 
 
 def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, duration_s: float = 3.0,

@@ -13,7 +13,7 @@ from labkit.inputs import integer
 from labkit.load._runner import run
 from labkit.load.result import LoadResult
 from labkit.progress import steps_bar
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["Knee", "Sweep", "sweep", "broken_rule"]
 
@@ -37,7 +37,7 @@ class Knee:
 
 
 @dataclass(frozen=True, eq=False)
-class Sweep(Saveable):
+class Sweep(TextRepr, Saveable):
     """The steps of a rate sweep, in the order run (rising offered rate)."""
 
     KIND: ClassVar[str] = "load_sweep"
@@ -155,11 +155,6 @@ class Sweep(Saveable):
 
     def __str__(self) -> str:
         return self.summary()
-
-    def _repr_html_(self) -> str:
-        import html
-
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def sweep(

@@ -43,7 +43,7 @@ from typing import Any
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import integer, number
 from labkit.profile.stacks import Stacks
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["CpuProfile", "attach", "call", "under_load", "py_spy_path"]
 
@@ -65,7 +65,7 @@ def py_spy_path() -> str:
 
 
 @dataclass(frozen=True)
-class CpuProfile(Saveable):
+class CpuProfile(TextRepr, Saveable):
     """A py-spy profile: the sampled stacks, how they were taken, and what went wrong.
 
     Attributes:
@@ -109,11 +109,6 @@ class CpuProfile(Saveable):
                 f"{self.rate}/s ({opts}{per}), {len(self.stacks):,} distinct stacks"
                 + (f", {self.errors} unreadable samples" if self.errors else ""))
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
 
 
 def _check(duration_s: float, rate: int) -> tuple[float, int]:

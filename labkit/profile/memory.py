@@ -46,7 +46,8 @@ from typing import Any
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import integer
 from labkit.profile.stacks import Stacks
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
+from labkit.stats import format_bytes
 
 __all__ = ["MemoryProfile", "memory", "tracking", "Tracking"]
 
@@ -55,7 +56,7 @@ _NO_WEB_WORKS = (1, 19, 2)
 
 
 @dataclass(frozen=True)
-class MemoryProfile(Saveable):
+class MemoryProfile(TextRepr, Saveable):
     """What a tracked call or block allocated (from :func:`memory` or :func:`tracking`).
 
     Attributes:
@@ -115,23 +116,11 @@ class MemoryProfile(Saveable):
     def __str__(self) -> str:
         mode = "Python allocators traced" if self.python_allocators else "system allocator only"
         text = (f"memory profile of {self.target}: {self.allocations:,} allocations, "
-                f"{_size(self.bytes_allocated)} asked for, high-water mark {_size(self.peak_bytes)}, "
+                f"{format_bytes(self.bytes_allocated)} asked for, high-water mark {format_bytes(self.peak_bytes)}, "
                 f"{self.temporary.total:,} temporaries ({mode}; {len(self.by_count):,} distinct stacks)")
         if self.truncated:
             text += f"\n  note: only the first {self.records:,} records were read (max_records): track less"
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _memray() -> Any:

@@ -41,7 +41,7 @@ from labkit.errors import BadInputError, ServiceError
 from labkit.inputs import loopback_url
 from labkit.load import LoadResult, run
 from labkit.load.result import decode_array, encode_array
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["Observation", "observe", "stages_under_load", "StatsSampler", "FIELDS"]
 
@@ -103,7 +103,7 @@ class StatsSampler:
 
 
 @dataclass(frozen=True, eq=False)
-class Observation(Saveable):
+class Observation(TextRepr, Saveable):
     """One load run with the service's in-flight count sampled during its measured window.
 
     Attributes:
