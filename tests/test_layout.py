@@ -186,7 +186,9 @@ def test_false_sharing_runs_both_placements():
 
 
 def test_false_sharing_needs_two_cpus(monkeypatch):
-    monkeypatch.setattr("labkit.latency._harness.usable_cpus", lambda: [0])
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("labkit.fingerprint"), "usable_cpus", lambda: [0])
     with pytest.raises(ProbeUnavailable, match="two CPUs"):
         layout.FalseSharing()
 

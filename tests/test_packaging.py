@@ -115,3 +115,16 @@ def test_every_submodule_is_reachable_from_a_bare_import():
     code = "import sys, labkit; print(sorted(m for m in sys.modules if m.startswith('labkit.load')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_package_reaches_into_another_packages_private_module():
+    # a private module (labkit/load/_runner.py) is its package's business: others use the package's face
+    # or the shared kit (labkit.progress, labkit.inputs, labkit.stats, labkit.results)
+    private = re.compile(r"^\s*(?:from|import)\s+(labkit(?:\.\w+)*)\.(_\w+)", re.M)
+    reaches = []
+    for path in sorted((ROOT / "labkit").rglob("*.py")):
+        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        for m in private.finditer(path.read_text()):
+            if m.group(1) != package and not m.group(2).startswith("__"):
+                reaches.append(f"{path.relative_to(ROOT)} imports {m.group(1)}.{m.group(2)}")
+    assert not reaches, "\n".join(reaches)

@@ -273,7 +273,7 @@ class FalseSharing:
     """
 
     def __init__(self, writes: int = 5_000_000) -> None:
-        from labkit.latency._harness import usable_cpus
+        from labkit.fingerprint import usable_cpus
 
         self.writes = integer(writes, "writes", low=1_000, high=1_000_000_000)
         cpus = usable_cpus()

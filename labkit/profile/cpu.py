@@ -338,7 +338,7 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
     Returns:
         ``(profile, load_result)``.
     """
-    from labkit.load._runner import _drive, build_result, prepare
+    from labkit.load import background
 
     pid = getattr(service, "pid", None)
     url = getattr(service, "url", None)
@@ -349,25 +349,9 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
                             "(closed loop) for the load that runs while the service is profiled")
     duration_s, rate = _check(duration_s, rate)
     # long enough for the attach(es) and the recording(s); stopped as soon as the profile is done
-    engine = prepare(url + path, rate=load_rate, concurrency=concurrency, duration_s=duration_s * 2 + 30,
-                     warmup_s=0.5, **load_kwargs)
-    box: dict[str, Any] = {}
-
-    def drive() -> None:
-        try:
-            box["raw"] = _drive(engine, None, False, "")
-        except BaseException as e:
-            box["error"] = e
-
-    worker = threading.Thread(target=drive, name="labkit.profile load", daemon=True)
-    worker.start()
-    time.sleep(0.5)  # the warm-up: the service is busy before py-spy attaches
-    try:
+    with background(url + path, rate=load_rate, concurrency=concurrency, duration_s=duration_s * 2 + 30,
+                    warmup_s=0.5, **load_kwargs) as load:
+        load.warm()  # the service is busy before py-spy attaches
         prof = _profile(pid, f"toyshop pid {pid} under load ({path})", duration_s=duration_s, rate=rate,
                         idle=idle, gil=gil, native=native, function=function, svg=svg, executable=executable)
-    finally:
-        engine.stop()
-        worker.join()
-    if "error" in box:
-        raise box["error"]
-    return prof, build_result(engine.s, box["raw"])
+    return prof, load.result

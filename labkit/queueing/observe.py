@@ -25,7 +25,6 @@ sent while load runs.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import random
@@ -39,7 +38,7 @@ import numpy as np
 
 from labkit.errors import BadInputError, ServiceError
 from labkit.inputs import loopback_url
-from labkit.load import LoadResult, run
+from labkit.load import LoadResult, background, run
 from labkit.load.result import decode_array, encode_array
 from labkit.results import Saveable, TextRepr
 
@@ -258,20 +257,12 @@ def stages_under_load(url: str, probe_paths: list[str], *, rate: float | None = 
 
     if not probe_paths:
         raise BadInputError("probe_paths is empty: give the paths to probe, e.g. ['/orders/1', '/orders/2']")
-    box: dict[str, Any] = {}
-    worker = None
+    load = None
     if rate is not None:
-        run_kwargs.setdefault("progress", False)
-
-        def background() -> None:
-            try:
-                box["load"] = run(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, **run_kwargs)
-            except Exception as e:  # reported below, in the caller's thread
-                box["error"] = e
-
-        worker = threading.Thread(target=background, name="labkit-background-load", daemon=True)
-        worker.start()
-        time.sleep(warmup_s + 0.2)  # probe once the load is up to speed
+        run_kwargs.pop("progress", None)
+        load = background(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, **run_kwargs)
+        load.warm()
+        time.sleep(0.2)  # probe once the load is up to speed
     rows = []
     named = ("parse", "wait", "db", "catalog", "compute", "serialize")
     try:
@@ -286,10 +277,5 @@ def stages_under_load(url: str, probe_paths: list[str], *, rate: float | None = 
                 stages["other"] = max(0.0, total - sum(stages.values()))
                 rows += [{"probe": i, "stage": s, "ms": ms, "total_ms": total} for s, ms in stages.items()]
     finally:
-        if worker is not None:
-            worker.join()
-    if "error" in box:
-        raise box["error"]
-    with contextlib.suppress(KeyError):
-        return pd.DataFrame(rows), box["load"]
-    return pd.DataFrame(rows), None
+        result = load.wait() if load is not None else None
+    return pd.DataFrame(rows), result
