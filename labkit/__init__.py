@@ -10,10 +10,10 @@ import importlib
 import pkgutil
 from typing import Any
 
-from labkit.bench import BenchResult, bench
-from labkit.compare import Comparison, compare
+from labkit.comparison import Comparison, compare
 from labkit.errors import LabkitError
-from labkit.fingerprint import fingerprint
+from labkit.machine import fingerprint
+from labkit.microbench import BenchResult, bench
 from labkit.record import Experiment, experiments
 from labkit.trace import collect, span
 

@@ -213,7 +213,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     import ipywidgets as w
 
     from labkit import charts
-    from labkit.bench import bench
+    from labkit.microbench import bench
 
     controls = {
         "n": w.Dropdown(options=[("1,000 items", 1_000), ("10,000 items", 10_000), ("100,000 items", 100_000)],
@@ -227,7 +227,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     def measure(params: dict[str, Any], progress: Progress) -> Any:
         import random
 
-        from labkit.bench import BenchResult
+        from labkit.microbench import BenchResult
 
         data = random.Random(0).sample(range(params["n"] * 10), params["n"])
         stop = threading.Event()

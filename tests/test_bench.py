@@ -3,8 +3,8 @@ import json
 import pytest
 
 import labkit
-from labkit.bench import BenchResult, bench
 from labkit.errors import BadInputError, LabkitError
+from labkit.microbench import BenchResult, bench
 
 
 def test_bench_with_fake_clock_gives_exact_numbers(clock):

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from labkit import charts
-from labkit.bench import BenchResult
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.errors import BadInputError
+from labkit.microbench import BenchResult
 
 
 class Measured:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from labkit.compare import Comparison, compare, plan_looks, verdict_for
+from labkit.comparison import Comparison, compare, plan_looks, verdict_for
 from labkit.errors import BadInputError
 
 

@@ -186,9 +186,7 @@ def test_false_sharing_runs_both_placements():
 
 
 def test_false_sharing_needs_two_cpus(monkeypatch):
-    import importlib
-
-    monkeypatch.setattr(importlib.import_module("labkit.fingerprint"), "usable_cpus", lambda: [0])
+    monkeypatch.setattr("labkit.machine.usable_cpus", lambda: [0])
     with pytest.raises(ProbeUnavailable, match="two CPUs"):
         layout.FalseSharing()
 

@@ -492,9 +492,7 @@ def test_poisson_steps_are_judged_against_their_own_schedule(clock):
 
 
 def test_sweep_stops_once_clearly_past_the_knee(monkeypatch):
-    import sys
-
-    sweep_mod = sys.modules["labkit.load.sweep"]  # the package re-exports sweep(), which shadows the module
+    from labkit.load import ratesweep as sweep_mod
 
     # GIVEN a service that keeps up to 300 req/s and saturates beyond
     def fake_run(url, *, rate, **kw):

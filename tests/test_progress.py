@@ -32,7 +32,7 @@ def test_steps_bar_is_none_when_not_shown_and_a_bar_when_asked(capsys):
 def test_every_helper_takes_the_rule_as_its_default():
     import inspect
 
-    import labkit.compare
+    import labkit
     from labkit import alloc, latency, layout, load, queueing, report
 
     helpers = [labkit.compare, load.run, load.sweep, latency.table, layout.sweep, queueing.pool_study,

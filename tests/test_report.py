@@ -15,11 +15,11 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.errors import BadInputError, NotebookError
 from labkit.record import Experiment
 from labkit.report import build, concluded_in, diff, new_review, render
-from labkit.report.diff import Concluded
+from labkit.report.baseline import Concluded
 from labkit.report.review import TEMPLATE
 from labkit.report.run import ReportRun, parse_parameters
 from labkit.report.static import WIDGET_STATE, WIDGET_VIEW, external_resources, make_static

@@ -41,8 +41,8 @@ from typing import Any
 
 from labkit.alloc.census import Census, census_unavailable
 from labkit.errors import BadInputError, ProbeUnavailable
-from labkit.fingerprint import fingerprint
 from labkit.inputs import function, integer
+from labkit.machine import fingerprint
 from labkit.results import Saveable, TextRepr
 from labkit.stats import format_bytes
 

@@ -144,7 +144,7 @@ class ProcessComparison(TextRepr, Saveable):
         return len(self.p99_ns[0])
 
     def _cmp(self, which: tuple[tuple[float, ...], tuple[float, ...]], what: str) -> Any:
-        from labkit.compare import Comparison, verdict_for
+        from labkit.comparison import Comparison, verdict_for
         from labkit.stats import ratio_of_medians
 
         a, b = np.asarray(which[0], dtype=float), np.asarray(which[1], dtype=float)
@@ -237,7 +237,7 @@ def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, 
     finally:
         if bar is not None:
             bar.close()
-    from labkit.fingerprint import fingerprint
+    from labkit.machine import fingerprint
 
     def pair(k: str) -> Any:
         return tuple(cols[k][0]), tuple(cols[k][1])

@@ -8,11 +8,19 @@ JupyterLab 4 cannot draw Vega-Lite 6 by itself, and that renderer breaks noteboo
 Every builder takes a result (or its ``to_frame()``) and returns an ``alt.Chart``; nothing here measures.
 
 The builders live by topic: :mod:`.offline` (rendering), :mod:`.samples` (measured samples, comparisons, load
-runs), :mod:`.latency` (the latency labs' charts) and :mod:`.scaling` (how a cost grows).
+runs), :mod:`.latency` (the latency labs' charts) and :mod:`.growth` (how a cost grows).
 """
 
 from __future__ import annotations
 
+from labkit.charts.growth import (
+    crossover,
+    format_map,
+    loglog,
+    scaling,
+    size_steps,
+    stage_bars,
+)
 from labkit.charts.latency import (
     distance_sweep,
     latency_curve,
@@ -32,14 +40,6 @@ from labkit.charts.samples import (
     load_timeline,
     percentile_bars,
     predicted_vs_measured,
-)
-from labkit.charts.scaling import (
-    crossover,
-    format_map,
-    loglog,
-    scaling,
-    size_steps,
-    stage_bars,
 )
 
 __all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS", "latency_ladder",

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from labkit.fingerprint import pinned, usable_cpus
 from labkit.latency._harness import Samples, method_of, python_cost, unavailable
+from labkit.machine import pinned, usable_cpus
 
 __all__ = ["syscall", "lock_uncontended", "context_switch", "page_fault"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from labkit.load._render import busy_note
 from labkit.load._runner import run, run_async
-from labkit.load.background import Background, background
+from labkit.load.handle import Background, background
+from labkit.load.ratesweep import Knee, Sweep, sweep
 from labkit.load.result import LoadResult
-from labkit.load.sweep import Knee, Sweep, sweep
 
 __all__ = ["Background", "Knee", "LoadResult", "Sweep", "background", "busy_note", "run", "run_async", "sweep"]

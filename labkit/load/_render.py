@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 from labkit.stats import format_duration
 
 if TYPE_CHECKING:
+    from labkit.load.ratesweep import Sweep
     from labkit.load.result import LoadResult
-    from labkit.load.sweep import Sweep
 
 __all__ = ["summary_text", "summary_html", "warnings_for", "sweep_text", "busy_note"]
 
 # A run is "saturated" when it delivers less than this share of the offered rate.
 SATURATED = 0.95
-# Other programs using this many cores during a run make it a busy-machine run (see labkit.fingerprint.CpuWatch).
+# Other programs using this many cores during a run make it a busy-machine run (see labkit.machine.CpuWatch).
 BUSY_OTHERS_CORES = 0.25
 
 

@@ -56,7 +56,7 @@ class LoadResult(Saveable):
         offered_rate: the scheduled rate (req/s) in an open loop, None in a closed loop.
         achieved_rate: responses per second over ``duration_s`` (measured start to last response).
         warmup_requests: requests sent during the warm-up and not counted.
-        fingerprint: the machine and its load when the run finished (labkit.fingerprint).
+        fingerprint: the machine and its load when the run finished (:func:`labkit.fingerprint`).
         t0_ns: the measured start on the run's clock, ``time.perf_counter_ns`` — machine-wide on Linux, so a
             service's own records (its GC pauses, say) can be put on this run's time axis: ``start_ns`` counts
             from it. 0 in results saved before it was recorded.

@@ -10,11 +10,11 @@
 
 One shape for every profile — :class:`Stacks`, weighted call stacks — so one chart and one table serve CPU
 samples, allocation counts and bytes alike. What each tool can and cannot see is in :mod:`labkit.profile.cpu`
-and :mod:`labkit.profile.memory`. Nothing here fetches anything from the network.
+and :mod:`labkit.profile.allocations`. Nothing here fetches anything from the network.
 """
 
+from labkit.profile.allocations import MemoryProfile, Tracking, memory, tracking
 from labkit.profile.cpu import CpuProfile, attach, call, py_spy_path, under_load
-from labkit.profile.memory import MemoryProfile, Tracking, memory, tracking
 from labkit.profile.render import Frame, flamegraph, icicle, memray_html
 from labkit.profile.stacks import Stacks, frame_parts
 

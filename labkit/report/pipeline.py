@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, NotebookError
-from labkit.report.diff import concluded_in
+from labkit.report.baseline import concluded_in
 from labkit.report.html import Rendered, render, write_html
 from labkit.report.run import ReportRun, check_notebook, check_parameters, execute
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, NotebookError, ResultsError
-from labkit.fingerprint import fingerprint
+from labkit.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
 __all__ = ["ReportRun", "execute", "parse_parameters", "check_notebook", "check_parameters", "git_state"]

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from labkit.fingerprint import pinned, usable_cpus
 from labkit.latency import memory
+from labkit.machine import pinned, usable_cpus
 
 C_CHASE = r"""
 #include <stdint.h>

@@ -1,7 +1,9 @@
-"""The environment fingerprint saved beside every result: what machine, what load, what software.
+"""The machine a measurement ran on: its fingerprint, how busy it was, and the CPUs this process may use.
 
 A number means little without knowing where it was measured; two results are comparable only when their
-fingerprints agree on the static part (CPU, cores, Python, packages).
+fingerprints agree on the static part (CPU, cores, Python, packages). :func:`fingerprint` is saved beside
+every result; :class:`CpuWatch` says whether other programs shared the CPUs during a run; :func:`usable_cpus`
+and :func:`pinned` are what a measurement needs to place a thread on one core.
 """
 
 from __future__ import annotations

@@ -19,9 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import bench
 from labkit.errors import BadInputError
-from labkit.fingerprint import fingerprint
 from labkit.layout.records import (
     LAYOUTS,
     OPERATIONS,
@@ -31,6 +29,8 @@ from labkit.layout.records import (
     make_columns,
     operation,
 )
+from labkit.machine import fingerprint
+from labkit.microbench import bench
 from labkit.progress import show_progress
 from labkit.results import Saveable, jsonable
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from labkit.clock import Clock
-from labkit.fingerprint import fingerprint
 from labkit.inputs import function, integer, number
+from labkit.machine import fingerprint
 from labkit.results import Saveable, TextRepr
 from labkit.stats import format_duration, percentiles, spread
 

@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import _result, calibrate, time_loop
 from labkit.clock import Clock
 from labkit.errors import BadInputError
-from labkit.fingerprint import fingerprint
 from labkit.inputs import function, integer
+from labkit.machine import fingerprint
+from labkit.microbench import _result, calibrate, time_loop
 from labkit.progress import steps_bar
 from labkit.results import Saveable
 from labkit.stats import RatioEstimate, format_duration, ratio_of_medians

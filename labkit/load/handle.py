@@ -16,9 +16,9 @@ import threading
 import time
 from typing import Any
 
-from labkit.fingerprint import CpuWatch
 from labkit.load._runner import _drive, _with_cpu, build_result, prepare
 from labkit.load.result import LoadResult
+from labkit.machine import CpuWatch
 
 __all__ = ["Background", "background"]
 

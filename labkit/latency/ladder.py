@@ -194,7 +194,7 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
         KeyboardInterrupt stops the run (temporary files are removed on the way out).
     """
     from labkit.errors import BadInputError
-    from labkit.fingerprint import fingerprint
+    from labkit.machine import fingerprint
     from labkit.progress import show_progress
 
     progress = show_progress(progress)
