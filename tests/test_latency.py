@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from labkit.latency import PROBES, LatencyTable, Samples, disk, main, memory, network, table, work
+from labkit.cli.latency import main
+from labkit.latency import PROBES, LatencyTable, Samples, disk, memory, network, table, work
 from labkit.latency._harness import time_batches, time_each
 
 KiB, MiB = 1024, 1024 * 1024

@@ -8,11 +8,10 @@ in one module per family: :mod:`~labkit.latency.memory` (caches, branch, bandwid
 """
 
 from labkit.latency._harness import Samples
-from labkit.latency.cli import main
 from labkit.latency.estimate import napkin
 from labkit.latency.ladder import PROBES, LatencyTable, format_table, ladder_frame, table
 from labkit.latency.network import http_samples
 from labkit.latency.reference import REFERENCE_CSV, references, side_by_side
 
 __all__ = ["Samples", "LatencyTable", "table", "PROBES", "format_table", "ladder_frame", "references",
-           "side_by_side", "REFERENCE_CSV", "http_samples", "napkin", "main"]
+           "side_by_side", "REFERENCE_CSV", "http_samples", "napkin"]
