@@ -259,7 +259,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
                            chunks[0].warmup_ns, chunks[-1].warnings, chunks[0].fingerprint)
 
     def chart(results: list[Any]) -> Any:
-        return charts.cdf(*results, log_x=True, title="sorted(): every run so far (curves further right = slower)")
+        return charts.cdf_chart(*results, log_x=True, title="sorted(): every run so far (curves further right = slower)")
 
     return Panel("How noisy is this machine?", controls, measure, chart,
                  description="Run it quiet, then tick 'busy neighbour' and run again: same code, another curve.")

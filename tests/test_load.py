@@ -472,12 +472,12 @@ def test_charts_build_from_results(server):
     import labkit.charts as charts
 
     r = run(server.url + "/ok", rate=200, duration_s=0.3)
-    assert charts.load_timeline(r, window_s=0.1).to_dict()["mark"]["type"] == "line"
-    assert charts.cdf(r).to_dict()  # the generic builders read to_frame()'s ns/name columns
+    assert labkit.load.timeline_chart(r, window_s=0.1).to_dict()["mark"]["type"] == "line"
+    assert charts.cdf_chart(r).to_dict()  # the generic builders read to_frame()'s ns/name columns
     bent = Sweep((_synthetic(100, 100, 2), _synthetic(200, 199, 2.5), _synthetic(300, 200, 50)))
-    assert "knee at 300" in str(charts.knee_chart(bent).to_dict()["title"])
+    assert "knee at 300" in str(labkit.load.knee_chart(bent).to_dict()["title"])
     with pytest.raises(BadInputError):
-        charts.load_timeline(r, window_s=0)
+        labkit.load.timeline_chart(r, window_s=0)
 
 
 def test_poisson_steps_are_judged_against_their_own_schedule(clock):

@@ -122,7 +122,7 @@ def _executed(extra_outputs: list | None = None) -> nbformat.NotebookNode:
     cells = [
         new_markdown_cell("# Does batching help?\n\nThe question this run decides."),
         new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
-        new_code_cell("charts.ab(cmp)", outputs=[_view("c1")], execution_count=1),
+        new_code_cell("charts.ab_chart(cmp)", outputs=[_view("c1")], execution_count=1),
         new_code_cell("compare(...)", outputs=[_view("bar"), {"output_type": "stream", "name": "stdout",
                                                                "text": "faster\n"}], execution_count=2),
         new_code_cell("panel", outputs=[_view("panel")], execution_count=3),

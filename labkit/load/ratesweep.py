@@ -95,7 +95,7 @@ class Sweep(TextRepr, Saveable):
     def warnings(self) -> tuple[str, ...]:
         """Reasons not to believe the knee yet, each with what to do: a busy machine during the steps, a
         generator (or its connection pool) falling behind at the knee, no knee at all."""
-        from labkit.load._render import busy_note
+        from labkit.load.render import busy_note
 
         out: list[str] = []
         busy = [r for r in self.steps if busy_note(r)]
@@ -149,7 +149,7 @@ class Sweep(TextRepr, Saveable):
 
     def summary(self) -> str:
         """A table of steps and the knee, as text."""
-        from labkit.load._render import sweep_text
+        from labkit.load.render import sweep_text
 
         return sweep_text(self)
 

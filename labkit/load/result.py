@@ -266,17 +266,17 @@ class LoadResult(Saveable):
             **arrays,
         )
 
-    # -- rendering (pure; see labkit.load._render) ------------------------------------------------------------
+    # -- rendering (pure; see labkit.load.render) ------------------------------------------------------------
     def summary(self) -> str:
         """A few lines of text: what was run, rates, errors, percentiles and any warnings."""
-        from labkit.load._render import summary_text
+        from labkit.load.render import summary_text
 
         return summary_text(self)
 
     @property
     def warnings(self) -> tuple[str, ...]:
         """What looks wrong with this run, each with what to do about it (also read by labkit.compare)."""
-        from labkit.load._render import warnings_for
+        from labkit.load.render import warnings_for
 
         return tuple(warnings_for(self))
 
@@ -292,6 +292,6 @@ class LoadResult(Saveable):
                 f"P99={format_duration(p[99])}>")
 
     def _repr_html_(self) -> str:
-        from labkit.load._render import summary_html
+        from labkit.load.render import summary_html
 
         return summary_html(self)

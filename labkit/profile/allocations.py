@@ -8,7 +8,7 @@
     prof.top("count"), prof.top("bytes")                 # the two readings, by allocation site
     prof.temporary                                       # allocations freed right after (memray's definition)
     prof.peak_bytes, prof.at_peak                        # the high-water mark, and what was alive at it
-    profile.icicle(prof.by_count); profile.memray_html(prof)   # our chart; memray's own page (html=True)
+    profile.icicle_chart(prof.by_count); profile.memray_html(prof)   # our chart; memray's own page (html=True)
 
 memray records every allocator call made while tracking (with ``python_allocators=True`` also CPython's own
 small-object allocator, so each small object counts), with the Python stack that made it. What it can and
@@ -213,7 +213,7 @@ def _html(path: Path) -> str:
     if version < _NO_WEB_WORKS:
         raise ProbeUnavailable(f"memray {_memray().__version__} writes a broken self-contained flame graph (its "
                                "--no-web page draws nothing; fixed in 1.19.2): pip install -U 'memray>=1.19.2', "
-                               "or leave html=False and use labkit.profile.icicle")
+                               "or leave html=False and use labkit.profile.icicle_chart")
     out = path.with_suffix(".html")
     r = subprocess.run([sys.executable, "-m", "memray", "flamegraph", "--no-web", "--force", "-o", str(out),
                         str(path)], capture_output=True, text=True, timeout=300)

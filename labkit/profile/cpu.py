@@ -3,7 +3,7 @@
     prof = profile.attach(svc.pid, duration_s=5)                  # a process, as it runs
     prof, load = profile.under_load(svc, "/customers/1/export", rate=30, duration_s=5)   # with a bounded load
     prof = profile.call(build_report, rows, duration_s=2)         # a function, called again and again
-    prof.stacks.top(10); profile.icicle(prof); profile.flamegraph(prof)   # (the last with svg=True)
+    prof.stacks.top(10); profile.icicle_chart(prof); profile.flamegraph(prof)   # (the last with svg=True)
 
 py-spy is a *sampling* profiler in another process: ``rate`` times a second it reads the target's Python
 stacks from its memory, so the target runs unmodified (at its default settings py-spy briefly pauses the

@@ -10,7 +10,7 @@ experiment, and the panel that adds one bounded step at a time.
     runs_table(r1, r2)                                       # offered, achieved, shed, P99, generator lag, neighbours
     rate_where_pool_fills(4, w)                              # Erlang C: below this rate pool=4 is never the queue
 
-The knee itself is :func:`labkit.load.sweep` (and ``labkit.charts.knee_chart``); a busy machine is flagged on
+The knee itself is :func:`labkit.load.sweep` (and ``labkit.load.knee_chart``); a busy machine is flagged on
 every load result (``labkit.machine.CpuWatch``).
 """
 
