@@ -1,21 +1,54 @@
-"""The latency labs' charts: the measured ladder (with published references), the pointer-chase curve, and
-napkin math against the measured stages.
+"""How the latency table looks: as text, as an HTML table, and as charts — the measured ladder (with published
+references), the pointer-chase curve, and napkin math against the measured stages.
 
-Builders only (nothing here measures); render offline after :func:`labkit.charts.enable_offline`.
+Pure functions of the values (nothing here measures). The charts import Altair when first drawn, so printing a
+table never pays for it; render them offline after :func:`labkit.charts.enable_offline`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from html import escape
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import numpy as np
-import pandas as pd
 
-from labkit.charts.samples import as_frame
 from labkit.errors import BadInputError
+from labkit.stats import format_duration
 
-__all__ = ["ladder_chart", "working_set_chart", "napkin_chart"]
+if TYPE_CHECKING:
+    import altair as alt
+    import pandas as pd
+
+    from labkit.latency.ladder import LatencyTable
+
+__all__ = ["format_table", "table_html", "ladder_chart", "working_set_chart", "napkin_chart"]
+
+
+def format_table(t: LatencyTable) -> str:
+    """The table as aligned text: label, median, p10–p90, and notes underneath their row."""
+    lines = [f"{'operation':<48} {'median':>10} {'p10 – p90':>23}"]
+    for r in t.rows:
+        if r.available:
+            span = f"{format_duration(r.percentile_ns(10))} – {format_duration(r.percentile_ns(90))}"
+            lines.append(f"{r.label:<48} {format_duration(r.median_ns):>10} {span:>23}")
+        else:
+            lines.append(f"{r.label:<48} {'n/a':>10}")
+        if r.note:
+            lines.append(f"    note: {r.note}")
+    bw = next((r for r in t.rows if r.key == "mem_seq_read_1mb" and r.available), None)
+    if bw is not None:
+        lines.append(f"(sequential memory read: {bw.extra.get('gb_per_s', float('nan')):.1f} GB/s, one core)")
+    lines.append(f"{'quick' if t.quick else 'full'} run, {t.elapsed_s:.1f} s")
+    lines += [f"warning: {w}" for w in t.warnings]
+    return "\n".join(lines)
+
+
+def table_html(t: LatencyTable) -> str:
+    """The table as HTML (a notebook's view of a LatencyTable): label, median, P10, P90, n, note; warnings under it."""
+    df = t.to_frame()
+    df["P10"], df["P90"] = df["p10_ns"].map(format_duration), df["p90_ns"].map(format_duration)
+    html = df[["label", "median", "P10", "P90", "n", "note"]].to_html(index=False)
+    return html + "".join(f"<p><b>warning:</b> {escape(w)}</p>" for w in t.warnings)
 
 
 _LADDER_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7]
@@ -33,6 +66,10 @@ def ladder_chart(table: Any, references: pd.DataFrame | None = None,
     as hollow marks, one shape per source, so "measured vs Norvig 2001" is read off one line. Values outside
     1 ns … 10 ms are pinned to the edge; rows with no measurement (or a median ≤ 0) are left out.
     """
+    import altair as alt
+
+    from labkit.charts.samples import as_frame
+
     df = as_frame(table)
     for col in ("key", "label", "median_ns", "p10_ns", "p90_ns"):
         if col not in df.columns:
@@ -68,6 +105,10 @@ def working_set_chart(table: Any, title: str = "Dependent-load latency vs workin
     Both axes are logarithmic; the steps are where the working set outgrows a cache level. Each point is the
     median, with a bar from P10 to P90. Nothing is drawn for a curve measured as unavailable (no numba).
     """
+    import altair as alt
+
+    from labkit.charts.samples import as_frame
+
     df = table.curve_frame() if hasattr(table, "curve_frame") else as_frame(table)
     if "working_set_bytes" not in df.columns:
         raise BadInputError("working_set_chart takes a LatencyTable (or its curve_frame())")
@@ -94,6 +135,8 @@ def napkin_chart(frame: pd.DataFrame, title: str = "Where the time goes: napkin 
         frame: columns ``variant`` (e.g. naive/batched), ``kind`` (e.g. "napkin", "measured"), ``stage`` and
             ``ms``; stages are stacked in the order they first appear.
     """
+    import altair as alt
+
     for col in ("variant", "kind", "stage", "ms"):
         if col not in frame.columns:
             raise BadInputError(f"napkin_chart needs columns variant, kind, stage, ms (got {list(frame.columns)})")
