@@ -7,12 +7,13 @@ The top level holds the few names every lab uses; each tool lives in its own mod
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any
 
-from labkit.bench import BenchResult, bench
-from labkit.compare import Comparison, compare
+from labkit.comparison import Comparison, compare
 from labkit.errors import LabkitError
-from labkit.fingerprint import fingerprint
+from labkit.machine import fingerprint
+from labkit.microbench import BenchResult, bench
 from labkit.record import Experiment, experiments
 from labkit.trace import collect, span
 
@@ -31,13 +32,13 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"alloc", "charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone",
-               "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises", "guesses",
-               "fingerprint", "widgets", "layout"}
+# every module and package beside this file, found on disk (a listing, no import): ``labkit.charts`` etc.
+# work after a bare ``import labkit`` without being kept by hand
+_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 def __getattr__(name: str) -> Any:
-    # ``labkit.charts`` etc. work after a bare ``import labkit``, without paying for them up front
+    # imported on first use, so ``import labkit`` does not pay for them up front
     if name in _SUBMODULES:
         return importlib.import_module(f"labkit.{name}")
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

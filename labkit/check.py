@@ -36,7 +36,7 @@ __all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "same_
 @dataclass(frozen=True)
 class Item:
     """One graded criterion: whether it held, a sentence saying what was checked or what to fix, and the
-    measurement behind it when there is one (a :class:`labkit.compare.Comparison`, a count)."""
+    measurement behind it when there is one (a :class:`labkit.comparison.Comparison`, a count)."""
 
     ok: bool
     message: str
@@ -186,7 +186,7 @@ def speed(baseline: Callable[..., Any], solution: Callable[..., Any], *, inputs:
     called "too noisy" only when its interval still reaches the required factor; otherwise the solution is
     simply not fast enough. The comparison is on ``item.detail``.
     """
-    from labkit.compare import compare
+    from labkit.comparison import compare
 
     try:
         c = compare(baseline, solution, inputs=inputs, rounds=rounds, names=("baseline", "yours"), **compare_kw)

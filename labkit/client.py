@@ -21,16 +21,13 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from labkit.clock import Clock
-from labkit.errors import BadInputError, ServiceError
+from labkit.errors import ServiceError
+from labkit.inputs import loopback_url
 from labkit.trace import ServerTimingMetric, parse_server_timing
 
 __all__ = ["Endpoint", "Reply"]
-
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 class Reply(NamedTuple):
     """One response: status, client-side latency, headers (lower-case names), body, parsed Server-Timing."""
@@ -67,11 +64,9 @@ class Endpoint:
 
     def __init__(self, base_url: str, *, timeout: float = 60.0,
                  clock: Clock = time.perf_counter_ns) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or parts.hostname not in _LOOPBACK or parts.port is None:
-            raise BadInputError(f"Endpoint needs http://127.0.0.1:<port> (loopback only), got {base_url!r}")
+        where = loopback_url(base_url, "Endpoint", example="http://127.0.0.1:<port>")
         self.base_url = base_url.rstrip("/")
-        self._host, self._port, self._timeout = parts.hostname, parts.port, timeout
+        self._host, self._port, self._timeout = where.host, where.port, timeout
         self._conn: http.client.HTTPConnection | None = None
         self.clock = clock
 

@@ -6,7 +6,6 @@ prints them. A warning means the labs run but some numbers will be noisier; a fa
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Check", "run_checks", "main"]
+__all__ = ["Check", "run_checks"]
 
 
 @dataclass(frozen=True)
@@ -137,17 +136,3 @@ def run_checks(checks: tuple[Callable[[], Check], ...] = CHECKS) -> tuple[Check,
             results.append(Check(name, "fail", f"the check itself failed: {type(e).__name__}: {e}",
                                  "report this with the output of `labkit doctor`"))
     return tuple(results)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Print every check; exit 1 when any failed."""
-    argparse.ArgumentParser(prog="labkit doctor", description=__doc__).parse_args(argv)
-    results = run_checks()
-    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
-    for c in results:
-        print(f"[{mark[c.status]}] {c.name}: {c.detail}")
-        if c.fix and c.status != "ok":
-            print(f"       what to do: {c.fix}")
-    counts = {s: sum(c.status == s for c in results) for s in ("ok", "warn", "fail")}
-    print(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed")
-    return 1 if counts["fail"] else 0

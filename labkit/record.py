@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.compare import Comparison
+from labkit.comparison import Comparison
 from labkit.errors import BadInputError, ResultsError, ResultsWarning
-from labkit.fingerprint import fingerprint
+from labkit.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
 __all__ = ["Experiment", "experiments"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from labkit.errors import ResultsError
 
-__all__ = ["Saveable", "write_json_atomic", "read_json", "jsonable", "results_dir"]
+__all__ = ["Saveable", "TextRepr", "write_json_atomic", "read_json", "jsonable", "results_dir"]
 
 
 def jsonable(value: Any) -> Any:
@@ -170,3 +170,16 @@ class Saveable:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ResultsError(f"{path} holds a damaged {cls.KIND} result ({type(e).__name__}: {e}): it may "
                                "have been edited by hand or written by another program") from e
+
+
+class TextRepr:
+    """Mixin for results whose notebook view is their text: ``str(result)``, a few lines, shown as ``<pre>``.
+
+    ``print(result)`` and the cell's output then say the same thing; a result with a richer view (a coloured
+    verdict, a table) defines its own ``_repr_html_`` instead.
+    """
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return "<pre>" + escape(str(self)) + "</pre>"

@@ -15,6 +15,7 @@ from labkit.errors import BadInputError
 __all__ = [
     "percentiles",
     "format_duration",
+    "format_bytes",
     "as_samples",
     "RatioEstimate",
     "ratio_of_medians",
@@ -34,6 +35,20 @@ def format_duration(ns: float, digits: int = 3) -> str:
             value = ns / scale
             return f"{value:.{digits}g} {unit}" if abs(value) < 10 ** digits else f"{value:.0f} {unit}"
     raise AssertionError("unreachable")
+
+
+_BYTE_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def format_bytes(n: float | None) -> str:
+    """Format a byte count in binary units with one decimal, a whole number without it: ``1.5 MiB``,
+    ``16 KiB``, ``512 B`` (``? B`` when unknown)."""
+    if n is None or not np.isfinite(n):
+        return "? B"
+    for scale, unit in _BYTE_UNITS:
+        if abs(n) >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n:.0f} B"
 
 
 def as_samples(samples: Sequence[float] | np.ndarray, what: str = "samples") -> np.ndarray:

@@ -219,7 +219,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     import ipywidgets as w
 
     from labkit import charts
-    from labkit.bench import bench
+    from labkit.microbench import bench
 
     controls = {
         "n": w.Dropdown(options=[("1,000 items", 1_000), ("10,000 items", 10_000), ("100,000 items", 100_000)],
@@ -235,7 +235,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     def measure(params: dict[str, Any], progress: Progress) -> Any:
         import random
 
-        from labkit.bench import BenchResult
+        from labkit.microbench import BenchResult
 
         data = random.Random(0).sample(range(params["n"] * 10), params["n"])
         kind = params["neighbour"]
@@ -261,7 +261,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
                            chunks[0].warmup_ns, chunks[-1].warnings, chunks[0].fingerprint)
 
     def chart(results: list[Any]) -> Any:
-        return charts.cdf(*results, log_x=True, title="sorted(): every run so far (curves further right = slower)")
+        return charts.cdf_chart(*results, log_x=True, title="sorted(): every run so far (curves further right = slower)")
 
     return Panel("How noisy is this machine?", controls, measure, chart,
                  description="Run it quiet, then with each neighbour: same code, another curve.")

@@ -3,8 +3,8 @@ import json
 import pytest
 
 import labkit
-from labkit.bench import BenchResult, bench
 from labkit.errors import BadInputError, LabkitError
+from labkit.microbench import BenchResult, bench
 
 
 def test_bench_with_fake_clock_gives_exact_numbers(clock):
@@ -64,7 +64,7 @@ def test_short_samples_earn_a_warning(clock):
     ({"repeat": 1.5}, "repeat must be an integer"),
     ({"warmup": -2}, "warmup must be an integer ≥ 0"),
     ({"loops": 0}, "loops must be an integer ≥ 1"),
-    ({"min_sample_time": 0}, "min_sample_time must be a positive"),
+    ({"min_sample_time": 0}, "min_sample_time must be a finite number > 0 seconds"),
 ])
 def test_bad_arguments_raise_labkit_errors(kwargs, message):
     with pytest.raises(BadInputError, match=message):
@@ -91,3 +91,11 @@ def test_result_round_trips_through_json(tmp_path, clock):
 def test_real_clock_smoke():
     r = labkit.bench(sorted, list(range(100)), repeat=3, min_sample_time=0.001)
     assert len(r.samples_ns) == 3 and r.median_ns > 0
+
+
+def test_a_result_shows_its_text_in_a_notebook(clock):
+    # one text repr for every result whose view is its text (labkit.results.TextRepr): print() and the cell agree
+    from html import escape
+
+    r = bench(lambda: clock.tick(1000), repeat=3, warmup=0, loops=1, clock=clock)
+    assert r._repr_html_() == "<pre>" + escape(str(r)) + "</pre>" and "µs" in str(r)

@@ -31,7 +31,7 @@ HEADER = ("parse;dur=0.010, db;dur=0.200;count=2, catalog;dur=0.000;count=0, com
 
 def test_a_waterfall_lays_the_median_stages_end_to_end_with_what_no_stage_names():
     shop = FakeShop(HEADER, 800_000)
-    w = capstone.waterfall(shop, "/x", "all fixes", n=5, warmup=2)
+    w = capstone.stage_times(shop, "/x", "all fixes", n=5, warmup=2)
     assert shop.calls == 7 and w.n == 5 and w.label == "all fixes"
     assert w.stage_ms == pytest.approx({"parse": 0.010, "wait": 0.050, "db": 0.200, "catalog": 0.0, "compute": 0.005,
                                         "serialize": 0.100, "log": 0.020, "other": 0.115, "outside": 0.300})
@@ -42,16 +42,16 @@ def test_a_waterfall_lays_the_median_stages_end_to_end_with_what_no_stage_names(
 
 
 def test_a_waterfall_is_a_value_that_saves_and_loads(tmp_path):
-    w = capstone.waterfall(FakeShop(HEADER, 800_000), "/x", n=3)
-    back = capstone.Waterfall.load(w.save(tmp_path / "w.json"))
+    w = capstone.stage_times(FakeShop(HEADER, 800_000), "/x", n=3)
+    back = capstone.StageTimes.load(w.save(tmp_path / "w.json"))
     assert back == w and back.stage_ms == w.stage_ms
 
 
 def test_a_waterfall_refuses_a_bad_count_and_a_failed_request():
     with pytest.raises(BadInputError, match="at least 1"):
-        capstone.waterfall(FakeShop(HEADER, 1), "/x", n=0)
+        capstone.stage_times(FakeShop(HEADER, 1), "/x", n=0)
     with pytest.raises(ServiceError, match="answered 500"):
-        capstone.waterfall(FakeShop(HEADER, 1, status=500), "/x", n=2)
+        capstone.stage_times(FakeShop(HEADER, 1, status=500), "/x", n=2)
 
 
 def _load(ms: list[float], name: str) -> LoadResult:
@@ -84,7 +84,7 @@ def test_source_lines_counts_non_blank_lines_and_skips_what_has_none():
 def test_the_charts_build_from_the_values():
     import pandas as pd
 
-    steps = [capstone.waterfall(FakeShop(HEADER.replace("0.500", str(t)), int(t * 2e6)), "/x", s, n=2)
+    steps = [capstone.stage_times(FakeShop(HEADER.replace("0.500", str(t)), int(t * 2e6)), "/x", s, n=2)
              for s, t in (("baseline", 15.0), ("all", 0.5))]
     spec = capstone.waterfall_chart(steps).to_dict()
     assert spec["resolve"]["scale"]["x"] == "independent"

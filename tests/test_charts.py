@@ -2,10 +2,11 @@ import altair as alt
 import numpy as np
 import pytest
 
+import labkit
 from labkit import charts
-from labkit.bench import BenchResult
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.errors import BadInputError
+from labkit.microbench import BenchResult
 
 
 class Measured:
@@ -46,20 +47,20 @@ def test_the_offline_bundle_is_built_once_and_then_read_from_disk(tmp_path, monk
 
 def test_builders_render_to_svg_offline(result):
     c = compare(Measured(1e6, 1, "a"), Measured(8e5, 2, "b"))
-    for chart in (charts.distribution(result), charts.cdf(result, log_x=True), charts.percentile_bars(result),
-                  charts.percentile_bars(result, log_y=True), charts.ab(c)):
+    for chart in (charts.distribution_chart(result), charts.cdf_chart(result, log_x=True), charts.percentile_chart(result),
+                  charts.percentile_chart(result, log_y=True), charts.ab_chart(c)):
         svg = charts.to_svg(chart)
         assert svg.startswith("<svg") and "time (µs)" in svg
 
 
 def test_warmup_samples_stay_out_of_charts(result):
-    data = charts.cdf(result).data
+    data = charts.cdf_chart(result).data
     assert len(data) == 50 and data["us"].max() == 2.0  # the 5 µs warm-up sample is not drawn
 
 
 def test_bad_input_is_explained():
     with pytest.raises(BadInputError, match="to_frame"):
-        charts.cdf([1, 2, 3])
+        charts.cdf_chart([1, 2, 3])
 
 
 def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_their_columns():
@@ -67,21 +68,21 @@ def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_thei
 
     sizes = pd.DataFrame([{"function": f, "pieces": n, "ns": n ** k} for f, k in (("+=", 2), ("join", 1))
                           for n in (100, 400)])
-    svg = charts.to_svg(charts.loglog(sizes, x="pieces"))
+    svg = charts.to_svg(charts.loglog_chart(sizes, x="pieces"))
     assert "slope 1" in svg and "slope 2" in svg
-    guides = charts.loglog(sizes, x="pieces").layer[0].data
+    guides = charts.loglog_chart(sizes, x="pieces").layer[0].data
     assert guides[guides["guide"] == "slope 2"]["us"].tolist() == pytest.approx([10.0, 160.0])  # anchored at +=
     stages = pd.DataFrame([{"variant": "naive", "kind": k, "stage": s, "ms": 1.0} for k in ("napkin", "measured")
                            for s in ("db", "catalog")])
-    assert "naive · napkin" in charts.to_svg(charts.napkin_stages(stages))
+    assert "naive · napkin" in charts.to_svg(labkit.latency.napkin_chart(stages))
     calls = pd.DataFrame([{"variant": v, "start_ms": i, "end_ms": i + 0.5, "kind": "sql"} for v, n in
                           (("naive", 30), ("batched", 3)) for i in range(n)])
-    svg = charts.to_svg(charts.waterfall(calls))
+    svg = charts.to_svg(charts.waterfall_chart(calls))
     assert "naive: 30 calls" in svg and "batched: 3 calls" in svg
     sweep = pd.DataFrame([{"delay_ms": d, "variant": "naive", "ms": 1 + d, "kind": k} for d in (0, 1)
                           for k in ("measured", "napkin")])
-    assert "dashed: napkin" in charts.to_svg(charts.distance_sweep(sweep))
-    for build in (lambda f: charts.loglog(f, x="pieces"), charts.napkin_stages, charts.waterfall,
-                  charts.distance_sweep):
+    assert "dashed: napkin" in charts.to_svg(charts.distance_chart(sweep))
+    for build in (lambda f: charts.loglog_chart(f, x="pieces"), labkit.latency.napkin_chart, charts.waterfall_chart,
+                  charts.distance_chart):
         with pytest.raises(BadInputError, match="needs columns"):
             build(pd.DataFrame({"x": [1]}))

@@ -4,6 +4,7 @@ import sys
 import pytest
 
 from labkit import cli, doctor
+from labkit.cli import doctor as doctor_command
 from labkit.doctor import Check, run_checks
 
 
@@ -25,7 +26,7 @@ def test_labkit_errors_become_a_message_and_exit_1(monkeypatch, capsys):
     def boom(argv):
         raise BadInputError("port 80 is taken: pass --port")
 
-    monkeypatch.setattr(doctor, "main", boom)
+    monkeypatch.setattr(doctor_command, "main", boom)
     assert cli.main(["doctor"]) == 1
     assert "labkit doctor: port 80 is taken: pass --port" in capsys.readouterr().err
 
@@ -48,7 +49,7 @@ def test_doctor_prints_what_to_do_and_fails_on_failures(monkeypatch, capsys):
         Check("memory", "fail", "only 0.5 GiB available", "free memory"),
         Check("load", "warn", "busy", "wait"),
         Check("cores", "ok", "2 usable cores")))
-    assert doctor.main([]) == 1
+    assert doctor_command.main([]) == 1
     out = capsys.readouterr().out
     assert "[FAIL] memory" in out and "what to do: free memory" in out and "1 ok, 1 warning(s), 1 failed" in out
 
@@ -67,3 +68,14 @@ def test_a_commands_usage_error_and_help_are_exit_codes_not_exceptions(capsys):
     assert main(["latency", "--no-such-flag"]) == 2
     assert "usage" in capsys.readouterr().err
     assert main(["latency", "--help"]) == 0
+
+
+def test_every_command_is_a_main_that_takes_argv_and_returns_an_exit_code():
+    import importlib
+    import inspect
+
+    for name, (module, _) in cli.COMMANDS.items():
+        main = importlib.import_module(module).main
+        assert list(inspect.signature(main).parameters) == ["argv"], name
+        assert main.__annotations__.get("return") in (int, "int"), name
+        assert module.startswith("labkit.cli.") or name == "serve", f"{name} lives outside labkit.cli: {module}"

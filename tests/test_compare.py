@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from labkit.compare import Comparison, compare, plan_looks, verdict_for
+from labkit.comparison import Comparison, compare, plan_looks, verdict_for
 from labkit.errors import BadInputError
 
 
@@ -140,13 +140,19 @@ def test_time_budget_bounds_the_extension(clock):
     assert len(c.baseline_ns) <= 10  # 5 rounds take ~15 ms of fake time: one more batch at most
 
 
-def test_long_comparisons_show_progress_short_ones_do_not(clock, capsys):
+def test_long_comparisons_show_progress_short_ones_do_not(clock, capsys, monkeypatch):
+    monkeypatch.setattr("labkit.progress.in_notebook", lambda: True)   # the rule's default shows bars in Jupyter
     compare(lambda: clock.tick(1000), lambda: clock.tick(2000), rounds=4, min_sample_time=1e-7, clock=clock)
     assert "A/B rounds" not in capsys.readouterr().err
     # rounds of ~1 s each on the fake clock: the bar appears on its own
     compare(lambda: clock.tick(10**9), lambda: clock.tick(2 * 10**9), rounds=4, min_sample_time=1e-7,
             warmup=0, clock=clock)
     assert "A/B rounds" in capsys.readouterr().err
+    # outside a notebook (a script, a test) it stays quiet unless asked
+    monkeypatch.setattr("labkit.progress.in_notebook", lambda: False)
+    compare(lambda: clock.tick(10**9), lambda: clock.tick(2 * 10**9), rounds=4, min_sample_time=1e-7,
+            warmup=0, clock=clock)
+    assert "A/B rounds" not in capsys.readouterr().err
 
 
 def test_fresh_inputs_give_every_call_an_unseen_input_and_both_sides_the_same_ones():

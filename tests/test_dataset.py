@@ -110,8 +110,10 @@ def test_ensure_builds_once(tmp_path, capsys):
 
 def test_cli_build_and_path(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LABKIT_DATA_DIR", str(tmp_path))
-    assert dataset.main(["build", "--size", "small"]) == 0
-    assert dataset.main(["path", "--size", "small"]) == 0
+    from labkit.cli import data
+
+    assert data.main(["build", "--size", "small"]) == 0
+    assert data.main(["path", "--size", "small"]) == 0
     out = capsys.readouterr().out.split()
     assert out == [str(tmp_path / "toyshop-small.sqlite")] * 2
 

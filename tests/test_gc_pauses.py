@@ -12,8 +12,8 @@ with warnings.catch_warnings():  # Starlette 1.x nudges towards httpx2; httpx st
     warnings.filterwarnings("ignore", message="Using `httpx`")
     from starlette.testclient import TestClient
 
-from labkit import trace
-from labkit.alloc import GCPauses, PauseRecorder, gc_charts
+from labkit import alloc, trace
+from labkit.alloc import GCPauses, PauseRecorder
 from labkit.errors import BadInputError
 from labkit.toyshop import gclog
 from labkit.toyshop.app import create_app
@@ -92,8 +92,9 @@ def test_pauses_value_round_trips_and_slices(tmp_path):
     assert [x[0] for x in late.pauses] == [1_000_000, 2_000_000] and late.t0_ns == 1_000_010
     frame = p.to_frame()
     assert list(frame.columns) == ["t_s", "ms", "generation", "collected", "uncollectable"] and frame["ms"].max() == 30
-    s = p.summary()
+    s = p.by_generation()
     assert s.loc["gen 2", "max_ms"] == 30 and s.loc["all", "collections"] == 3
+    assert p.summary() == str(p) and p.summary().startswith("3 GC pauses")
     back = GCPauses.load(p.save(tmp_path / "p.json"))
     assert back == p
     with pytest.raises(BadInputError):
@@ -105,11 +106,11 @@ def test_charts_draw_pauses_beside_latency_and_a_histogram():
 
     p = GCPauses(((0, 500_000, 0, 1, 0), (1_000_000_000, 30_000_000, 2, 40, 0)), t0_ns=0, window_ns=2 * 10**9)
     load = pd.DataFrame({"t_s": [0.1, 0.9, 1.0], "ns": [1e6, 2e6, 4e7], "status": [200, 200, 200]})
-    spec = gc_charts.pauses_beside_latency(load, p, min_gen=1).to_dict()
+    spec = alloc.pauses_chart(load, p, min_gen=1).to_dict()
     assert len(spec["vconcat"]) == 2
-    assert gc_charts.pause_histogram(p).to_dict()["mark"]["type"] == "rect"
+    assert alloc.pause_histogram_chart(p).to_dict()["mark"]["type"] == "rect"
     with pytest.raises(BadInputError, match="no collections"):
-        gc_charts.pause_histogram(GCPauses((), 0))
+        alloc.pause_histogram_chart(GCPauses((), 0))
 
 
 @pytest.fixture(scope="module")

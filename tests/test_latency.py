@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from labkit.latency import PROBES, LatencyTable, Samples, disk, main, memory, network, table, work
+from labkit.cli.latency import main
+from labkit.latency import PROBES, LatencyTable, Samples, disk, memory, network, table, work
 from labkit.latency._harness import time_batches, time_each
 
 KiB, MiB = 1024, 1024 * 1024
@@ -207,9 +208,7 @@ def test_unknown_probe_name_is_refused():
 
 def test_cli_json_is_pure_json_on_stdout_and_progress_goes_to_stderr(capsys, monkeypatch):
     # a busy machine adds a warning line: it must go to stderr too
-    import importlib
-
-    monkeypatch.setattr(importlib.import_module("labkit.latency.table"), "_load", lambda: 99.0)
+    monkeypatch.setattr("labkit.latency.ladder._load", lambda: 99.0)
     assert main(["--quick", "--only", "syscall", "--only", "lock", "--json"]) == 0
     out, err = capsys.readouterr()
     data = json.loads(out)  # the whole of stdout, as `labkit latency --json | jq` reads it
@@ -228,7 +227,7 @@ def test_tcp_loopback_round_trip_is_microseconds():
 
 
 def test_busy_machine_warning_says_what_to_do():
-    from labkit.latency.table import busy_warning
+    from labkit.latency.ladder import busy_warning
 
     assert busy_warning(0.5, 1.2, 2) is None
     assert busy_warning(None, None, 2) is None

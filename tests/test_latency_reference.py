@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+import labkit
 from labkit.latency import PROBES, REFERENCE_CSV, LatencyTable, Samples, references, side_by_side
 from labkit.latency.reference import REFERENCE_COLUMNS
 
@@ -54,9 +55,8 @@ def test_missing_csv_names_the_path(tmp_path):
 
 
 def test_ladder_chart_builds_with_references():
-    import labkit.charts as charts
 
     t = LatencyTable(rows=(Samples("mem_l1", "L1", "cpu", (2.0, 2.1)),
                            Samples("mem_dram", "DRAM", "cpu", (150.0, 160.0))))
-    spec = charts.latency_ladder(t, references()).to_dict()
+    spec = labkit.latency.ladder_chart(t, references()).to_dict()
     assert spec["layer"][1]["encoding"]["x"]["scale"]["domain"] == [1, 1e7]

@@ -246,6 +246,36 @@ def test_progress_bar_and_pinning(server, capsys):
     assert os.sched_getaffinity(0) != {cpu} or len(os.sched_getaffinity(0)) == 1  # only the generator was pinned
 
 
+def test_a_background_load_runs_while_the_caller_measures_and_stops_when_told(server):
+    import time
+
+    from labkit.load import background
+
+    # GIVEN a long open loop in the background
+    with background(server.url + "/ok", rate=200, duration_s=30, warmup_s=0.1, name="bg") as bg:
+        bg.warm()
+        # WHEN the caller does its own work meanwhile
+        before = server.counts.get("/ok", 0)
+        time.sleep(0.25)
+        during = server.counts.get("/ok", 0) - before
+        assert bg.running
+    # THEN the load ran during it, and leaving the block stopped it early with a result
+    assert not bg.running and during >= 20
+    assert bg.result.label == "bg" and 20 <= bg.result.responses < 200 and bg.result.errors == {}
+    assert bg.result.warmup_requests == 20 and bg.result.t0_ns > 0
+
+
+def test_a_background_load_can_run_to_its_end_and_says_what_went_wrong(server):
+    from labkit.load import background
+
+    bg = background(server.url + "/ok", rate=100, duration_s=0.2)
+    with pytest.raises(RuntimeError, match="not ended yet"):
+        _ = bg.result
+    assert bg.wait().responses == 20 and bg.result is bg.wait()
+    with pytest.raises(BadInputError, match="loopback"):
+        background("http://10.0.0.1:80/", rate=10)
+
+
 def test_request_cap_ends_the_run(server):
     r = run(server.url + "/ok", rate=1000, duration_s=30, max_requests=30)
     assert r.responses == 30 and server.counts["/ok"] == 30
@@ -442,12 +472,12 @@ def test_charts_build_from_results(server):
     import labkit.charts as charts
 
     r = run(server.url + "/ok", rate=200, duration_s=0.3)
-    assert charts.load_timeline(r, window_s=0.1).to_dict()["mark"]["type"] == "line"
-    assert charts.cdf(r).to_dict()  # the generic builders read to_frame()'s ns/name columns
+    assert labkit.load.timeline_chart(r, window_s=0.1).to_dict()["mark"]["type"] == "line"
+    assert charts.cdf_chart(r).to_dict()  # the generic builders read to_frame()'s ns/name columns
     bent = Sweep((_synthetic(100, 100, 2), _synthetic(200, 199, 2.5), _synthetic(300, 200, 50)))
-    assert "knee at 300" in str(charts.knee_chart(bent).to_dict()["title"])
+    assert "knee at 300" in str(labkit.load.knee_chart(bent).to_dict()["title"])
     with pytest.raises(BadInputError):
-        charts.load_timeline(r, window_s=0)
+        labkit.load.timeline_chart(r, window_s=0)
 
 
 def test_poisson_steps_are_judged_against_their_own_schedule(clock):
@@ -462,9 +492,7 @@ def test_poisson_steps_are_judged_against_their_own_schedule(clock):
 
 
 def test_sweep_stops_once_clearly_past_the_knee(monkeypatch):
-    import sys
-
-    sweep_mod = sys.modules["labkit.load.sweep"]  # the package re-exports sweep(), which shadows the module
+    from labkit.load import ratesweep as sweep_mod
 
     # GIVEN a service that keeps up to 300 req/s and saturates beyond
     def fake_run(url, *, rate, **kw):

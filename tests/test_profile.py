@@ -51,9 +51,9 @@ def test_icicle_layout_nests_children_inside_parents_and_drops_slivers():
     handle = df[df.function == "handle"].iloc[0]
     assert handle.x0 <= enc.x0 and enc.x1 <= handle.x1 and enc.depth == handle.depth + 1
     assert "query" in set(df.function) and "tiny" not in set(df.function)
-    assert profile.icicle(s).to_dict()["layer"][0]["mark"]["type"] == "bar"
+    assert profile.icicle_chart(s).to_dict()["layer"][0]["mark"]["type"] == "bar"
     with pytest.raises(BadInputError, match="no stacks"):
-        profile.icicle(Stacks(()))
+        profile.icicle_chart(Stacks(()))
 
 
 def test_frames_embed_pages_in_srcdoc_and_svgs_as_data_urls_sandboxed():

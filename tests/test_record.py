@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import labkit
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.errors import BadInputError, ResultsError, ResultsWarning
 from labkit.record import Experiment, experiments
 from labkit.results import write_json_atomic

@@ -15,11 +15,11 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.errors import BadInputError, NotebookError
 from labkit.record import Experiment
 from labkit.report import build, concluded_in, diff, new_review, render
-from labkit.report.diff import Concluded
+from labkit.report.baseline import Concluded
 from labkit.report.review import TEMPLATE
 from labkit.report.run import ReportRun, parse_parameters
 from labkit.report.static import WIDGET_STATE, WIDGET_VIEW, external_resources, make_static
@@ -122,7 +122,7 @@ def _executed(extra_outputs: list | None = None) -> nbformat.NotebookNode:
     cells = [
         new_markdown_cell("# Does batching help?\n\nThe question this run decides."),
         new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
-        new_code_cell("charts.ab(cmp)", outputs=[_view("c1")], execution_count=1),
+        new_code_cell("charts.ab_chart(cmp)", outputs=[_view("c1")], execution_count=1),
         new_code_cell("compare(...)", outputs=[_view("bar"), {"output_type": "stream", "name": "stdout",
                                                                "text": "faster\n"}], execution_count=2),
         new_code_cell("panel", outputs=[_view("panel")], execution_count=3),

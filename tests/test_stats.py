@@ -54,3 +54,13 @@ def test_ratio_needs_positive_samples_and_equal_pairs():
         ratio_of_medians([1, 2, 0], [1, 2, 3])
     with pytest.raises(BadInputError, match="equal length"):
         ratio_of_medians([1, 2, 3], [1, 2], paired=True)
+
+
+@pytest.mark.parametrize(("n", "text"), [
+    (0, "0 B"), (512, "512 B"), (1024, "1 KiB"), (16 * 1024, "16 KiB"), (1536, "1.5 KiB"),
+    (3 * 2**20 // 2, "1.5 MiB"), (2**30, "1 GiB"), (-2048, "-2 KiB"), (None, "? B"),
+])
+def test_format_bytes_in_binary_units(n, text):
+    from labkit.stats import format_bytes
+
+    assert format_bytes(n) == text

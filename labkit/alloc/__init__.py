@@ -11,15 +11,31 @@
 Counting is never timing: the tracers slow the code they watch, so nothing here holds a time
 (time the untraced code with :func:`labkit.bench` or :func:`labkit.compare`). What each number can and
 cannot see is in :mod:`labkit.alloc.counts` and :mod:`labkit.alloc.census`. The package is meant to hold
-the rest of "what memory costs" beside them (the GC pause recorder lives here too).
+the rest of "what memory costs" beside them (the GC pause recorder lives here too). The charts —
+``pauses_chart``, ``pause_histogram_chart``, ``process_rounds_chart``, ``memory_growth_chart`` — are in
+:mod:`labkit.alloc.render`.
 """
 
+from typing import Any
+
 from labkit.alloc.census import Census, census_unavailable
-from labkit.alloc.collector import Collector, collector
+from labkit.alloc.gc_facts import Collector, collector
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
 from labkit.alloc.pauses import GCPauses, PauseRecorder
 from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
 
 __all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
            "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
-           "collector", "Collector"]
+           "collector", "Collector", "pauses_chart", "pause_histogram_chart", "process_rounds_chart",
+           "memory_growth_chart"]
+
+_CHARTS = {"pauses_chart", "pause_histogram_chart", "process_rounds_chart", "memory_growth_chart"}
+
+
+def __getattr__(name: str) -> Any:
+    # the chart builders need Altair, slow to import: loaded on first use, not by measuring code
+    if name in _CHARTS:
+        from labkit.alloc import render
+
+        return getattr(render, name)
+    raise AttributeError(f"module 'labkit.alloc' has no attribute {name!r}")

@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.alloc.census import Census, census_unavailable
-from labkit.bench import _check_callable, _positive_int
 from labkit.errors import BadInputError, ProbeUnavailable
-from labkit.fingerprint import fingerprint
-from labkit.results import Saveable
+from labkit.inputs import function, integer
+from labkit.machine import fingerprint
+from labkit.results import Saveable, TextRepr
+from labkit.stats import format_bytes
 
 __all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS"]
 
@@ -58,7 +59,7 @@ def _median(values: tuple[int, ...] | None) -> int | None:
 
 
 @dataclass(frozen=True)
-class AllocationCount(Saveable):
+class AllocationCount(TextRepr, Saveable):
     """What one call allocates: medians over several calls, every per-call value kept.
 
     The summary attributes — ``allocations``, ``bytes_allocated``, ``blocks``, ``size_bytes``,
@@ -150,29 +151,15 @@ class AllocationCount(Saveable):
         if self.allocations is None:
             head = f"allocations not counted ({self.census_note})"
         else:
-            head = f"{self.allocations:,} allocations ({_bytes(self.bytes_allocated)})"
-        text = (f"{self.name}: {head}; {self.blocks:,} blocks ({_bytes(self.size_bytes)}) alive after the call, "
-                f"peak {_bytes(self.peak_bytes)} during it, GC collections {self.gc_collections} — "
+            head = f"{self.allocations:,} allocations ({format_bytes(self.bytes_allocated)})"
+        text = (f"{self.name}: {head}; {self.blocks:,} blocks ({format_bytes(self.size_bytes)}) alive after the call, "
+                f"peak {format_bytes(self.peak_bytes)} during it, GC collections {self.gc_collections} — "
                 f"medians of {self.calls} calls after {self.warmup} warm-up")
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
 
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "? B"
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
 
 @dataclass(frozen=True)
-class AllocComparison(Saveable):
+class AllocComparison(TextRepr, Saveable):
     """Two :class:`AllocationCount` values side by side (from :func:`compare`), with candidate/baseline ratios."""
 
     KIND = "alloc-comparison"
@@ -223,18 +210,13 @@ class AllocComparison(Saveable):
                 lines.append(f"  note: {side.name}: allocations not counted ({side.census_note})")
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
 
 def _num(v: int | None) -> str:
     return "?" if v is None else f"{v:,}"
 
 
 def _check_fn(fn: Any, what: str) -> None:
-    _check_callable(fn, what)
+    function(fn, what)
     if inspect.iscoroutinefunction(fn):
         raise BadInputError(f"{what} is a coroutine function: count() calls it synchronously, so its body would "
                             f"never run. Count lambda: asyncio.run({getattr(fn, '__name__', 'fn')}(...)) instead")
@@ -293,8 +275,8 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
             counts. An exception raised by ``fn`` itself propagates, with every tracer stopped.
     """
     _check_fn(fn, "fn")
-    calls = _positive_int(calls, "calls", 1)
-    warmup = _positive_int(warmup, "warmup", 0)
+    calls = integer(calls, "calls")
+    warmup = integer(warmup, "warmup", low=0)
     notes: list[str] = []
     started = not tracemalloc.is_tracing()
     if started:

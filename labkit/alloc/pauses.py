@@ -3,7 +3,7 @@
     with alloc.PauseRecorder() as rec:          # or rec = PauseRecorder().start(); ...; rec.stop()
         handle_many_requests()
     pauses = rec.result                         # a GCPauses value: one row per collection
-    pauses.summary()                            # per generation: collections, total, largest, P99
+    pauses.by_generation()                      # per generation: collections, total, largest, P99
     pauses.to_frame()                           # t_s, ms, generation, collected, uncollectable
 
 CPython's cyclic collector calls every function in :data:`gc.callbacks` just before and just after each
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import BadInputError
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["PauseRecorder", "GCPauses", "Pause", "clock_is_shared"]
 
@@ -63,7 +63,7 @@ def _gc_settings() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class GCPauses(Saveable):
+class GCPauses(TextRepr, Saveable):
     """The collections of one recording window: one row per pause, raw values kept.
 
     Attributes:
@@ -149,9 +149,13 @@ class GCPauses(Saveable):
                              "generation": self.column("generation"), "collected": self.column("collected"),
                              "uncollectable": self.column("uncollectable")})
 
-    def summary(self) -> Any:
-        """One row per generation (and one for all): collections, per second, total ms, mean, P99 and largest
-        pause (ms), objects collected."""
+    def summary(self) -> str:
+        """A few lines of text: how many pauses, how long in total and at most, and the collector's settings."""
+        return str(self)
+
+    def by_generation(self) -> Any:
+        """A table (DataFrame), one row per generation and one for all: collections, per second, total ms,
+        mean, P99 and largest pause (ms), objects collected."""
         import pandas as pd
 
         rows = []
@@ -175,11 +179,6 @@ class GCPauses(Saveable):
         if self.dropped:
             text += f"\n  note: {self.dropped:,} older pauses were dropped (the recorder's buffer was full)"
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
 
 
 class PauseRecorder:

@@ -30,16 +30,18 @@ import numpy as np
 
 from labkit.alloc.pauses import GCPauses
 from labkit.errors import BadInputError, ServiceError
-from labkit.results import Saveable
+from labkit.inputs import integer, loopback_url, number
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["service_pauses", "during_load", "compare_processes", "ProcessComparison"]
 
 
 def _url_of(service: Any) -> str:
     url = service if isinstance(service, str) else getattr(service, "url", None)
-    if not isinstance(url, str) or not url.startswith("http://"):
+    if not isinstance(url, str):
         raise BadInputError(f"service must be a running labkit.service.Service or its base URL "
                             f"(http://127.0.0.1:PORT), got {service!r}")
+    loopback_url(url, "labkit.alloc", example="http://127.0.0.1:PORT (the service's Service.url)")
     return url.rstrip("/")
 
 
@@ -108,7 +110,7 @@ def during_load(service: Any, path: str = "/health", *, name: str = "", cpus: An
 
 
 @dataclass(frozen=True)
-class ProcessComparison(Saveable):
+class ProcessComparison(TextRepr, Saveable):
     """Two service processes under the same load, in alternating rounds (from :func:`compare_processes`).
 
     Attributes:
@@ -142,7 +144,7 @@ class ProcessComparison(Saveable):
         return len(self.p99_ns[0])
 
     def _cmp(self, which: tuple[tuple[float, ...], tuple[float, ...]], what: str) -> Any:
-        from labkit.compare import Comparison, verdict_for
+        from labkit.comparison import Comparison, verdict_for
         from labkit.stats import ratio_of_medians
 
         a, b = np.asarray(which[0], dtype=float), np.asarray(which[1], dtype=float)
@@ -186,11 +188,6 @@ class ProcessComparison(Saveable):
                 f"(median): {int(np.median(self.pauses[0]))} vs {int(np.median(self.pauses[1]))}; failed "
                 f"requests: {self.errors[0]} vs {self.errors[1]}")
 
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
 
 def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, duration_s: float = 3.0,
                       rounds: int = 6, warmup_s: float = 0.5, names: tuple[str, str] | None = None,
@@ -207,17 +204,14 @@ def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, 
         progress: a progress bar over the rounds (default: in a notebook).
         load_kwargs: other knobs of :func:`labkit.load.run` (``arrivals``, ``timeout_s`` …).
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 3:
-        raise BadInputError(f"rounds must be an integer >= 3 (each side's P99 is compared round by round), "
-                            f"got {rounds!r}")
-    if not (isinstance(rate, int | float) and rate > 0):
-        raise BadInputError(f"rate must be a positive number of requests per second, got {rate!r}")
+    integer(rounds, "rounds", low=3, hint="each side's P99 is compared round by round, e.g. rounds=5")
+    number(rate, "rate", unit="requests per second")
     services = (baseline, candidate)
     if names is None:
         names = tuple(f"gc={getattr(s, 'variants', {}).get('gc', '?')}" for s in services)  # type: ignore[assignment]
         if names[0] == names[1]:
             names = (f"{names[0]} (A)", f"{names[1]} (B)")
-    from labkit.load._runner import steps_bar
+    from labkit.progress import steps_bar
 
     bar = steps_bar(progress, 2 * rounds, "process A/B rounds", "run")
     cols: dict[str, list[list[Any]]] = {k: [[], []] for k in ("p50", "p99", "max", "n", "ms", "g2")}
@@ -243,7 +237,7 @@ def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, 
     finally:
         if bar is not None:
             bar.close()
-    from labkit.fingerprint import fingerprint
+    from labkit.machine import fingerprint
 
     def pair(k: str) -> Any:
         return tuple(cols[k][0]), tuple(cols[k][1])

@@ -19,17 +19,17 @@ _STAGE_COLORS = {"parse": "#9ecae9", "wait": "#f58518", "db": "#4c78a8", "catalo
                  "serialize": "#54a24b", "log": "#b279a2", "other": "#bab0ac", "outside": "#d8d8d8"}
 
 
-def waterfall_chart(waterfalls: Sequence[Any], title: str = "Where one request's time goes, step by step") -> alt.Chart:
+def waterfall_chart(steps: Sequence[Any], title: str = "Where one request's time goes, step by step") -> alt.Chart:
     """One row per step: its median Server-Timing stages laid end to end (``other``: inside the app, no named
     stage; ``outside``: the client's wait beyond the server's total). Each row has its own time axis — the
     steps differ by orders of magnitude — and its client time in the row's title.
 
     Args:
-        waterfalls: :class:`labkit.capstone.steps.Waterfall` values, in step order.
+        steps: :class:`labkit.capstone.StageTimes` values, in step order.
     """
-    if not waterfalls:
-        raise BadInputError("waterfall_chart needs at least one Waterfall (labkit.capstone.waterfall(...))")
-    df = pd.concat([w.to_frame() for w in waterfalls], ignore_index=True)
+    if not steps:
+        raise BadInputError("waterfall_chart needs at least one StageTimes (labkit.capstone.stage_times(...))")
+    df = pd.concat([w.to_frame() for w in steps], ignore_index=True)
     df["row"] = [f"{s} — {c:.3f} ms" if c < 10 else f"{s} — {c:.1f} ms" for s, c in zip(df["step"], df["client_ms"],
                                                                                           strict=True)]
     df["share"] = df["ms"] / df.groupby("step")["ms"].transform("sum")

@@ -1,11 +1,12 @@
-"""What the capstone measures between its steps: Server-Timing waterfalls, the kept baseline's diff, build cost.
+"""What the capstone measures between its steps: median Server-Timing stage times, the kept baseline's diff,
+build cost.
 
-    w = waterfall(shop, "/customers/4/export?preset=baseline", "baseline")    # median stages of n requests
+    w = stage_times(shop, "/customers/4/export?preset=baseline", "baseline")    # median stages of n requests
     w.stage_ms["catalog"], w.counts["catalog"], w.client_ms
     diff = kept_diff(baseline_load, final_load)                              # P50…P99.9 side by side, ratios
     source_lines(export_join)                                                # a fix's cost to build, in lines
 
-A :class:`Waterfall` is a value (raw samples kept, ``to_frame()``, ``save()``/``load()``); charts are in
+A :class:`StageTimes` is a value (raw samples kept, ``to_frame()``, ``save()``/``load()``); charts are in
 :mod:`labkit.capstone.render`.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 from labkit.errors import BadInputError
 from labkit.results import Saveable
 
-__all__ = ["STAGES", "Waterfall", "waterfall", "kept_diff", "source_lines"]
+__all__ = ["STAGES", "StageTimes", "stage_times", "kept_diff", "source_lines"]
 
 #: Server-Timing stages in the order a request meets them; ``other`` (inside the app, in no named stage)
 #: and ``outside`` (the client's time minus the server's total: framework, HTTP, loopback) are added.
@@ -28,7 +29,7 @@ COUNTS = ("db", "catalog", "cache_hit", "cache_miss", "size")
 
 
 @dataclass(frozen=True)
-class Waterfall(Saveable):
+class StageTimes(Saveable):
     """The median Server-Timing stages of ``n`` requests to one path, and the client's own time.
 
     Attributes:
@@ -38,7 +39,7 @@ class Waterfall(Saveable):
         counts: per counted metric (queries, catalog calls, cache hits and misses, body bytes), the median.
     """
 
-    KIND = "waterfall"
+    KIND = "stage_times"
 
     label: str
     path: str
@@ -46,7 +47,7 @@ class Waterfall(Saveable):
     counts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Waterfall:
+    def from_dict(cls, data: dict[str, Any]) -> StageTimes:
         """Rebuild from :meth:`to_dict` output (the samples come back as tuples)."""
         w = super().from_dict(data)
         return cls(w.label, w.path, {k: tuple(v) for k, v in w.samples_ms.items()}, dict(w.counts))
@@ -89,12 +90,12 @@ class Waterfall(Saveable):
 
     def __repr__(self) -> str:
         top = sorted(self.stage_ms.items(), key=lambda kv: -kv[1])[:3]
-        return (f"Waterfall({self.label!r}: client {self.client_ms:.3f} ms over {self.n} requests; biggest "
+        return (f"StageTimes({self.label!r}: client {self.client_ms:.3f} ms over {self.n} requests; biggest "
                 + ", ".join(f"{s} {ms:.3f}" for s, ms in top) + ")")
 
 
-def waterfall(shop: Any, path: str, label: str | None = None, n: int = 20, warmup: int = 2,
-              headers: dict[str, str] | None = None) -> Waterfall:
+def stage_times(shop: Any, path: str, label: str | None = None, n: int = 20, warmup: int = 2,
+              headers: dict[str, str] | None = None) -> StageTimes:
     """GET ``path`` ``n`` times one after another (after ``warmup``) with a :class:`labkit.client.Endpoint`
     and keep every response's Server-Timing stages and counts.
 
@@ -117,7 +118,7 @@ def waterfall(shop: Any, path: str, label: str | None = None, n: int = 20, warmu
         samples["client"].append(r.elapsed_ns / 1e6)
         for c in COUNTS:
             counts[c].append(float(r.count(c) or 0))
-    return Waterfall(label or path, path, {k: tuple(v) for k, v in samples.items()},
+    return StageTimes(label or path, path, {k: tuple(v) for k, v in samples.items()},
                      {k: statistics.median(v) for k, v in counts.items()})
 
 

@@ -5,44 +5,46 @@ Call :func:`enable_offline` once per notebook. It selects Altair's ``jupyter`` r
 ``svg`` renderer (drawn in Python by vl-convert) for static exports. Never the ``mimetype`` renderer:
 JupyterLab 4 cannot draw Vega-Lite 6 by itself, and that renderer breaks notebook validation.
 
-Every builder takes a result (or its ``to_frame()``) and returns an ``alt.Chart``; nothing here measures.
+Every builder takes a result (or its ``to_frame()``) and returns an ``alt.Chart``; nothing here measures; every
+builder's name ends in ``_chart``.
 
-The builders live by topic: :mod:`.offline` (rendering), :mod:`.samples` (measured samples, comparisons, load
-runs), :mod:`.latency` (the latency labs' charts) and :mod:`.scaling` (how a cost grows).
+Only what several domains draw lives here, by topic: :mod:`.offline` (rendering), :mod:`.samples` (measured
+samples and comparisons, whatever measured them), :mod:`.growth` (how a cost grows) and :mod:`.requests` (a
+request's round trips: its calls as a waterfall, the N+1 sweeps). A domain's own values are drawn by its
+package's ``render`` module: ``labkit.load.knee_chart``, ``labkit.latency.ladder_chart``,
+``labkit.alloc.pauses_chart``, ``labkit.profile.icicle_chart``, ``labkit.queueing``, ``labkit.layout``,
+``labkit.capstone`` … A *waterfall* is always one request's time laid end to end on a time axis.
 """
 
 from __future__ import annotations
 
-from labkit.charts.latency import (
-    distance_sweep,
-    latency_curve,
-    latency_ladder,
-    latency_vs_items,
-    napkin_stages,
-    queries_vs_items,
-    waterfall,
+from labkit.charts.growth import (
+    crossover_chart,
+    format_map_chart,
+    loglog_chart,
+    scaling_chart,
+    size_steps_chart,
+    stage_chart,
 )
 from labkit.charts.offline import _bundle_cache, enable_offline, to_svg  # noqa: F401 (_bundle_cache: tests)
+from labkit.charts.requests import (
+    distance_chart,
+    latency_vs_items_chart,
+    queries_vs_items_chart,
+    waterfall_chart,
+)
 from labkit.charts.samples import (
     UNIT_AXIS,
-    ab,
-    cdf,
-    distribution,
-    knee_chart,
-    load_timeline,
-    percentile_bars,
+    ab_chart,
+    as_frame,
+    cdf_chart,
+    distribution_chart,
+    percentile_chart,
     predicted_vs_measured,
-)
-from labkit.charts.scaling import (
-    crossover,
-    format_map,
-    loglog,
-    scaling,
-    size_steps,
-    stage_bars,
+    predicted_vs_measured_chart,
 )
 
-__all__ = ["enable_offline", "distribution", "cdf", "percentile_bars", "ab", "to_svg", "UNIT_AXIS", "latency_ladder",
-           "latency_curve", "latency_vs_items", "queries_vs_items", "stage_bars", "format_map", "predicted_vs_measured",
-           "crossover", "loglog", "napkin_stages", "waterfall", "distance_sweep", "load_timeline", "knee_chart",
-           "scaling", "size_steps"]
+__all__ = ["enable_offline", "to_svg", "UNIT_AXIS", "as_frame", "distribution_chart", "cdf_chart", "percentile_chart",
+           "ab_chart", "predicted_vs_measured_chart", "predicted_vs_measured", "loglog_chart", "scaling_chart",
+           "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart", "waterfall_chart",
+           "distance_chart", "latency_vs_items_chart", "queries_vs_items_chart"]

@@ -1,5 +1,5 @@
-"""Charts of measured samples: distributions, percentiles, A/B comparisons, predicted vs measured, load runs
-over time and rate sweeps."""
+"""Charts of measured samples, whatever measured them: distributions, percentiles, A/B comparisons, and
+predicted vs measured."""
 
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ import pandas as pd
 
 from labkit.errors import BadInputError
 
-__all__ = ["distribution", "cdf", "percentile_bars", "ab", "predicted_vs_measured", "load_timeline", "knee_chart",
+__all__ = ["distribution_chart", "cdf_chart", "percentile_chart", "ab_chart", "predicted_vs_measured_chart",
+           "predicted_vs_measured", "as_frame",
            "UNIT_AXIS"]
 
 
 UNIT_AXIS = "time (µs)"
 
 
-def _frame(result: Any) -> pd.DataFrame:
+def as_frame(result: Any) -> pd.DataFrame:
+    """A result's ``to_frame()`` (a DataFrame passes through): what every chart builder starts from."""
     if isinstance(result, pd.DataFrame):
         return result
     if hasattr(result, "to_frame"):
@@ -38,9 +40,9 @@ def _measured(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def distribution(*results: Any, bins: int = 40, title: str = "Where the samples fall") -> alt.Chart:
+def distribution_chart(*results: Any, bins: int = 40, title: str = "Where the samples fall") -> alt.Chart:
     """A histogram of each result's samples, one colour per name, so the spread and outliers show."""
-    df = pd.concat([_measured(_frame(r)) for r in results], ignore_index=True)
+    df = pd.concat([_measured(as_frame(r)) for r in results], ignore_index=True)
     return alt.Chart(df, title=title).mark_bar(opacity=0.6).encode(
         alt.X("us:Q", bin=alt.Bin(maxbins=bins), title=UNIT_AXIS),
         alt.Y("count():Q", stack=None, title="samples"),
@@ -49,11 +51,11 @@ def distribution(*results: Any, bins: int = 40, title: str = "Where the samples 
     ).properties(width=520, height=220)
 
 
-def cdf(*results: Any, log_x: bool = False, title: str = "Cumulative distribution (read percentiles off it)") -> alt.Chart:
+def cdf_chart(*results: Any, log_x: bool = False, title: str = "Cumulative distribution (read percentiles off it)") -> alt.Chart:
     """Empirical CDF of each result's samples: the x value at height 0.99 is the P99."""
     frames = []
     for r in results:
-        df = _measured(_frame(r))
+        df = _measured(as_frame(r))
         for name, g in df.groupby("name", sort=False):
             v = np.sort(g["us"].to_numpy())
             frames.append(pd.DataFrame({"name": name, "us": v, "fraction": np.arange(1, v.size + 1) / v.size}))
@@ -67,12 +69,12 @@ def cdf(*results: Any, log_x: bool = False, title: str = "Cumulative distributio
     ).properties(width=520, height=260)
 
 
-def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y: bool = False,
+def percentile_chart(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y: bool = False,
                     title: str = "Percentiles — the mean hides the tail") -> alt.Chart:
     """Grouped bars of P50/P90/P99 (and the mean, for contrast) per result; ``log_y`` when they differ by 100×."""
     rows = []
     for r in results:
-        df = _measured(_frame(r))
+        df = _measured(as_frame(r))
         for name, g in df.groupby("name", sort=False):
             v = g["us"].to_numpy()
             rows.append({"name": name, "stat": "mean", "us": float(np.mean(v)), "order": 0})
@@ -95,7 +97,7 @@ def percentile_bars(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y: 
     ).properties(width=160, height=220)
 
 
-def ab(comparison: Any, title: str | None = None) -> alt.LayerChart:
+def ab_chart(comparison: Any, title: str | None = None) -> alt.LayerChart:
     """An A/B picture: each round's samples as dots, the medians as ticks, and the ratio's interval in the title."""
     df = _measured(comparison.to_frame())
     lo, hi = comparison.ci
@@ -133,64 +135,5 @@ def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measur
         tooltip=["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f")]).properties(width=440)
 
 
-def load_timeline(result: Any, window_s: float = 1.0,
-                  title: str = "Latency over the run (P50 and P99 per window, log scale)") -> alt.Chart:
-    """P50 and P99 per time window of a load run, by intended send time: stalls, overload and recovery show.
-
-    Args:
-        result: a :class:`labkit.load.LoadResult` (or its ``to_frame()``: columns ``t_s`` and ``ns``).
-        window_s: window width in seconds.
-    """
-    df = _frame(result)
-    if "t_s" not in df.columns or "ns" not in df.columns:
-        raise BadInputError("load_timeline takes a LoadResult or its to_frame() (columns t_s and ns)")
-    if not window_s > 0:
-        raise BadInputError(f"window_s must be > 0 seconds, got {window_s!r}")
-    df = df.assign(t=(df["t_s"] // window_s) * window_s)
-    agg = df.groupby("t")["ns"].agg(P50=lambda v: np.percentile(v, 50), P99=lambda v: np.percentile(v, 99),
-                                    responses="size").reset_index()
-    long = agg.melt(id_vars=["t", "responses"], value_vars=["P50", "P99"], var_name="stat", value_name="ns")
-    long["ms"] = long["ns"] / 1e6
-    return alt.Chart(long, title=title).mark_line(point=True).encode(
-        alt.X("t:Q", title=f"intended send time (s), {window_s:g}-s windows"),
-        alt.Y("ms:Q", scale=alt.Scale(type="log"), title="latency (ms, log scale)"),
-        alt.Color("stat:N", title=None),
-        tooltip=["t:Q", "stat:N", alt.Tooltip("ms:Q", format=".3f"), "responses:Q"],
-    ).properties(width=520, height=240)
-
-
-def knee_chart(sweep: Any, title: str = "Rate sweep: where latency bends and throughput stops",
-               guess: float | None = None) -> alt.HConcatChart:
-    """Two panels over the offered rate of a :class:`labkit.load.Sweep`: P50/P99 latency (log scale) and
-    achieved vs offered rate (the diagonal is "keeps up"). The knee (``sweep.knee()``) is a dashed red line;
-    ``guess`` (a rate in req/s, e.g. the learner's guessed knee) a dotted grey one."""
-    if not hasattr(sweep, "knee"):
-        raise BadInputError(f"knee_chart takes a labkit.load.Sweep, got {type(sweep).__name__}")
-    df = sweep.to_frame()
-    lat = df.melt(id_vars=["offered"], value_vars=["p50_ns", "p99_ns"], var_name="stat", value_name="ns")
-    lat["stat"] = lat["stat"].map({"p50_ns": "P50", "p99_ns": "P99"})
-    lat["ms"] = lat["ns"] / 1e6
-    x = alt.X("offered:Q", title="offered rate (req/s)")
-    left = alt.Chart(lat).mark_line(point=True).encode(
-        x, alt.Y("ms:Q", scale=alt.Scale(type="log"), title="latency from intended send (ms, log)"),
-        alt.Color("stat:N", title=None), tooltip=["offered:Q", "stat:N", alt.Tooltip("ms:Q", format=".3f")])
-    rates = df[["offered", "achieved"]]
-    diag = alt.Chart(rates).mark_line(strokeDash=[2, 2], color="gray").encode(x, alt.Y("offered:Q"))
-    right = alt.Chart(rates).mark_line(point=True).encode(
-        x, alt.Y("achieved:Q", title="achieved rate (req/s)"),
-        tooltip=["offered:Q", alt.Tooltip("achieved:Q", format=",.0f")])
-    k = sweep.knee()
-    left_layers, right_layers = [left], [diag, right]
-    if k is not None:
-        rule = alt.Chart(pd.DataFrame({"offered": [k.rate], "why": [k.reason]})).mark_rule(
-            strokeDash=[6, 4], color="firebrick").encode(alt.X("offered:Q"), tooltip=["why:N"])
-        left_layers.append(rule)
-        right_layers.append(rule)
-    if guess is not None:
-        mine = alt.Chart(pd.DataFrame({"offered": [float(guess)], "why": ["your guess"]})).mark_rule(
-            strokeDash=[2, 3], color="gray", strokeWidth=2).encode(alt.X("offered:Q"), tooltip=["why:N"])
-        left_layers.append(mine)
-        right_layers.append(mine)
-    return alt.hconcat(alt.layer(*left_layers).properties(width=300, height=240),
-                       alt.layer(*right_layers).properties(width=300, height=240),
-                       title=title + (f" — knee at {k.rate:,.0f} req/s ({k.reason})" if k else " — no knee yet"))
+#: every builder's name ends in ``_chart``; ``predicted_vs_measured`` is the name labs 03, 05, 07 and 08 used first
+predicted_vs_measured_chart = predicted_vs_measured

@@ -152,7 +152,7 @@ def _rows_read(napkin: Callable[[Any], Any], table: Any, base: dict[str, float],
 
 def _remeasure(keys: list[str], health: Any) -> dict[str, Any]:
     """Fresh rows for ``keys`` (those a quick probe can give), measured now."""
-    from labkit.latency.table import PROBES
+    from labkit.latency.ladder import PROBES
 
     fresh: dict[str, Any] = {}
     if "http_health" in keys and health is not None:

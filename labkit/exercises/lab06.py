@@ -210,7 +210,7 @@ def _allocations(warm: tuple[Any, ...]) -> Callable[..., float]:
 EXERCISE = Exercise(
     "Lab 06 — find and remove the hidden cost in the sales report",
     hints=("Do not guess: profile it. labkit.profile.call(lab06.baseline, lab06.make_orders(1)) and "
-           "profile.icicle(...) show where the samples go; profile.memory(...) and .top('count') show who "
+           "profile.icicle_chart(...) show where the samples go; profile.memory(...) and .top('count') show who "
            "allocates. Which function is wide in both, and what does it do for every order?",
            "_normalised() deep-copies every order — address, status history and all — to clean two fields. "
            "The report reads only the customer's name and each line's sku, qty, unit_cents and discount.",

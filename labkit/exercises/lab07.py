@@ -229,8 +229,7 @@ def check(plan: Callable[[Scenario], tuple[float, int]], *, factor: float = 1.5,
                       "lab07.hint(2): what limits how many requests the pool finishes per second?")
 
     def objective(k: int) -> Item:
-        from labkit.load import run
-        from labkit.load._render import busy_note
+        from labkit.load import busy_note, run
 
         d, s, _, pool = answers[k]
         where = f"deployment {k + 1} ({d.band})"

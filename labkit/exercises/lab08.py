@@ -167,7 +167,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
         save: save the concluded experiment record.
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
-    from labkit.compare import compare
+    from labkit.comparison import compare
     from labkit.toyshop.catalog import FakeCatalog
     from labkit.toyshop.dataset import ensure
 

@@ -8,13 +8,11 @@ than a number measuring something else.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
-import os
 import time
 import timeit
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +21,7 @@ import numpy as np
 from labkit.clock import Clock
 from labkit.results import Saveable
 
-__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "pinned", "method_of"]
+__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "method_of"]
 
 
 @dataclass(frozen=True)
@@ -147,32 +145,3 @@ def python_cost(stmt: str, setup: str = "pass", *, number: int, repeats: int,
         loop.append(empty.timeit(number) * 1e9 / number)
     base = float(np.median(loop))
     return tuple(t - base for t in raw), base
-
-
-@contextlib.contextmanager
-def pinned(cpus: set[int] | None) -> Iterator[bool]:
-    """Pin the *calling thread* to ``cpus`` for the block, then restore; yields whether pinning happened.
-
-    On Linux, ``sched_setaffinity(0, …)`` applies to the calling thread only, so a probe can pin the two
-    ends of a hand-off to the same or to different cores. Elsewhere (or with ``cpus=None``) it does nothing.
-    """
-    if not cpus or not hasattr(os, "sched_setaffinity"):
-        yield False
-        return
-    old = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        os.sched_setaffinity(0, old)
-
-
-def usable_cpus() -> list[int]:
-    """CPUs this process may run on, sorted (falls back to ``range(os.cpu_count())``)."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))

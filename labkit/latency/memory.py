@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from labkit.latency._harness import Samples, method_of, pinned, unavailable, usable_cpus
+from labkit.latency._harness import Samples, method_of, unavailable
+from labkit.machine import pinned, usable_cpus
+from labkit.stats import format_bytes
 
 __all__ = ["pointer_chase", "cache_rows", "branch_mispredict", "seq_read_bandwidth", "chase_sizes",
            "cache_sizes", "chase_steps"]
@@ -126,10 +128,6 @@ def chase_sizes(quick: bool = False, max_bytes: int = 256 * MiB) -> list[int]:
     return sorted(set(sizes))
 
 
-def _fmt_bytes(n: int) -> str:
-    return f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB"
-
-
 def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeats: int | None = None,
                   sample_ns: float | None = None, seed: int = 1) -> tuple[Samples, ...]:
     """Dependent pointer chase over a random single cycle of cache lines, one row per working-set size.
@@ -154,8 +152,8 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
     try:
         k = _kernels()
     except ImportError as e:
-        return tuple(unavailable(f"chase_{_fmt_bytes(s).replace(' ', '')}",
-                                 f"dependent load, {_fmt_bytes(s)} working set", "cpu",
+        return tuple(unavailable(f"chase_{format_bytes(s).replace(' ', '')}",
+                                 f"dependent load, {format_bytes(s)} working set", "cpu",
                                  NO_NUMBA.format(err=e), method, working_set_bytes=s) for s in sizes)
     # Short samples, many of them: a sample the scheduler interrupts is an outlier the median ignores,
     # while one long sample would almost surely be interrupted on a busy machine.
@@ -173,8 +171,8 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
                 p = k["chase"](a, steps, p)
                 samples.append((time.perf_counter_ns() - t0) / steps)
             del a
-            out.append(Samples(f"chase_{_fmt_bytes(size).replace(' ', '')}",
-                               f"dependent load, {_fmt_bytes(size)} working set", "cpu", tuple(samples),
+            out.append(Samples(f"chase_{format_bytes(size).replace(' ', '')}",
+                               f"dependent load, {format_bytes(size)} working set", "cpu", tuple(samples),
                                method, None, {"working_set_bytes": size, "steps": steps, "thp": thp}))
     return tuple(out)
 
@@ -217,7 +215,7 @@ def cache_rows(curve: tuple[Samples, ...]) -> tuple[Samples, ...]:
         below = [c for c in curve if c.extra.get("working_set_bytes", 0) <= size] or [curve[0]]
         src = max(below, key=lambda c: c.extra.get("working_set_bytes", 0))
         ws = src.extra.get("working_set_bytes", 0)
-        label = f"{_ROW_LABELS[key]}, {_fmt_bytes(ws)}"
+        label = f"{_ROW_LABELS[key]}, {format_bytes(ws)}"
         rows.append(Samples(key, label, "cpu", src.samples_ns, src.method, src.note, dict(src.extra)))
     return tuple(rows)
 

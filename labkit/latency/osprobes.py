@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-from labkit.latency._harness import Samples, method_of, pinned, python_cost, unavailable, usable_cpus
+from labkit.latency._harness import Samples, method_of, python_cost, unavailable
+from labkit.machine import pinned, usable_cpus
 
 __all__ = ["syscall", "lock_uncontended", "context_switch", "page_fault"]
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from labkit.latency.table import LatencyTable
+from labkit.latency.ladder import LatencyTable
 
 __all__ = ["REFERENCE_CSV", "REFERENCE_COLUMNS", "references", "side_by_side"]
 

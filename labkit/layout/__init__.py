@@ -14,7 +14,7 @@
     layout.Loads(layout.past_llc())                     # dependent (chase) vs independent (gather) loads
     layout.FalseSharing().compare()                     # two threads, one cache line
 
-Modules: :mod:`~labkit.layout.records` (layouts and operations), :mod:`~labkit.layout.sweep` (the
+Modules: :mod:`~labkit.layout.records` (layouts and operations), :mod:`~labkit.layout.timing` (the
 measurement and its result), :mod:`~labkit.layout.locality` (the cases), :mod:`~labkit.layout.render` (charts),
 :mod:`~labkit.layout.panel` (the interactive explorer, on :class:`labkit.widgets.Panel`).
 """
@@ -33,7 +33,7 @@ from labkit.layout.records import (
     operation,
     to_columns,
 )
-from labkit.layout.sweep import SIZES, LayoutSweep, Timing, crossover, sweep
+from labkit.layout.timing import SIZES, LayoutSweep, Timing, crossover, sweep
 
 __all__ = [
     "FIELDS", "LAYOUTS", "OPERATIONS", "PAYLOAD_BYTES", "SIZES", "LINE",

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import BadInputError, ProbeUnavailable
+from labkit.inputs import integer
 from labkit.latency.memory import LINE, cache_sizes
 from labkit.layout.records import DTYPE, FIELDS, SlotLine, make_columns
 
@@ -42,12 +43,6 @@ def past_llc(factor: int = 8, floor: int = 64 * MiB) -> int:
     return max(floor, factor * largest)
 
 
-def _count(n: Any, what: str, low: int = 1, high: int = 1 << 28) -> int:
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or not low <= n <= high:
-        raise BadInputError(f"{what}={n!r}: must be an integer {low:,}–{high:,}")
-    return int(n)
-
-
 class FieldSum:
     """Sum ``unit_price`` over ``n`` records, stored as records (structured array) and as a column.
 
@@ -61,7 +56,7 @@ class FieldSum:
     """
 
     def __init__(self, n: int, *, seed: int = 0) -> None:
-        n = _count(n, "n", 1, 20_000_000)
+        n = integer(n, "n", high=20_000_000)
         cols = make_columns(n, seed=seed)
         self.records = np.empty(n, dtype=DTYPE)
         for f in FIELDS:
@@ -150,7 +145,7 @@ class Scattered:
     """
 
     def __init__(self, n: int, *, seed: int = 0) -> None:
-        n = _count(n, "n", 1, 10_000_000)
+        n = integer(n, "n", high=10_000_000)
         cols = make_columns(n, seed=seed)
         rows = zip(*(cols[f].tolist() for f in FIELDS), strict=True)
         self.ordered = [SlotLine(*t) for t in rows]
@@ -229,7 +224,7 @@ class Loads:
     """
 
     def __init__(self, nbytes: int, *, seed: int = 0) -> None:
-        nbytes = _count(nbytes, "nbytes", 64 * LINE, 4 << 30)
+        nbytes = integer(nbytes, "nbytes", low=64 * LINE, high=4 << 30)
         self._k = _kernels()
         n = nbytes // LINE
         stride = LINE // 8
@@ -278,9 +273,9 @@ class FalseSharing:
     """
 
     def __init__(self, writes: int = 5_000_000) -> None:
-        from labkit.latency._harness import usable_cpus
+        from labkit.machine import usable_cpus
 
-        self.writes = _count(writes, "writes", 1_000, 1_000_000_000)
+        self.writes = integer(writes, "writes", low=1_000, high=1_000_000_000)
         cpus = usable_cpus()
         if len(cpus) < 2:
             raise ProbeUnavailable(f"false sharing needs two CPUs to run two threads at once; this process may "
@@ -329,9 +324,9 @@ class FalseSharing:
     def compare(self, rounds: int = 15) -> Any:
         """``rounds`` of padded and same-line runs, alternated, as a ``labkit.Comparison`` (padded is the
         baseline; a ratio above 1 means the shared line made each write slower). Samples are ns per write."""
-        from labkit.compare import compare
+        from labkit.comparison import compare
 
-        rounds = _count(rounds, "rounds", 3, 1_000)
+        rounds = integer(rounds, "rounds", low=3, high=1_000)
         pad, same = [], []
         for r in range(rounds):
             for call in ((self.padded, self.same_line) if r % 2 == 0 else (self.same_line, self.padded)):

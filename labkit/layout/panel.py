@@ -16,7 +16,7 @@ from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.layout.records import LAYOUTS, OPERATIONS
-from labkit.layout.sweep import SIZES, LayoutSweep, sweep
+from labkit.layout.timing import SIZES, LayoutSweep, sweep
 
 __all__ = ["layout_panel", "measure", "chart"]
 

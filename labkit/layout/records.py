@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import BadInputError
+from labkit.inputs import integer
 from labkit.toyshop.core.lines import LINE_FIELDS
 
 __all__ = ["FIELDS", "LAYOUTS", "OPERATIONS", "PAYLOAD_BYTES", "make_columns", "build", "operation",
@@ -97,9 +98,7 @@ def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
 
 
 def _check_n(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 0 <= n <= MAX_N:
-        raise BadInputError(f"n={n!r}: the number of records must be an integer 0–{MAX_N:,}")
-    return int(n)
+    return integer(n, "n", low=0, high=MAX_N, hint="n counts records, e.g. n=100_000")
 
 
 def make_columns(n: int, *, seed: int = 0) -> dict[str, np.ndarray]:

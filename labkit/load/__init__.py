@@ -4,6 +4,10 @@
     >>> r.percentiles()            # ns, latency from each request's *intended* send time
     >>> labkit.load.run(url, concurrency=8, duration_s=10)                    # closed loop
     >>> sw = labkit.load.sweep(url, rates=range(500, 5001, 500)); sw.knee(); sw.to_frame()
+    >>> with labkit.load.background(url, rate=50, duration_s=60) as bg:   # load while you measure else
+    ...     bg.warm(); measure_something()
+    >>> bg.result
+    >>> labkit.load.knee_chart(sw); labkit.load.timeline_chart(r)          # charts (labkit.load.render)
 
 Results are values (:class:`LoadResult`, :class:`Sweep`) with raw samples, ``to_frame()`` and JSON
 ``save()``/``load()``; ``labkit.compare(a, b)`` accepts two LoadResults (it reads ``samples_ns``).
@@ -14,7 +18,10 @@ uvloop (see ``labkit.load._engine`` for how the open loop schedules and times re
 from __future__ import annotations
 
 from labkit.load._runner import run, run_async
+from labkit.load.handle import Background, background
+from labkit.load.ratesweep import Knee, Sweep, sweep
+from labkit.load.render import busy_note, knee_chart, timeline_chart
 from labkit.load.result import LoadResult
-from labkit.load.sweep import Knee, Sweep, sweep
 
-__all__ = ["Knee", "LoadResult", "Sweep", "run", "run_async", "sweep"]
+__all__ = ["Background", "Knee", "LoadResult", "Sweep", "background", "busy_note", "knee_chart", "run", "run_async", "sweep",
+           "timeline_chart"]

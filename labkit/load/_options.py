@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from labkit import inputs
 from labkit.errors import BadInputError
+from labkit.inputs import loopback_url
 
 __all__ = ["Target", "Settings", "parse_target", "make_settings", "make_picker", "PathPicker"]
 
@@ -63,53 +63,17 @@ class Settings:
 
 
 def parse_target(url: str) -> Target:
-    """Split ``url`` into a :class:`Target`, refusing anything that is not plain HTTP to a loopback address."""
-    if not isinstance(url, str):
-        raise BadInputError(f"url must be a string like 'http://127.0.0.1:8000/health', got {type(url).__name__}")
-    parts = urlsplit(url)
-    if parts.scheme != "http":
-        raise BadInputError(
-            f"url {url!r}: only plain 'http://' URLs are supported (got scheme {parts.scheme!r}); "
-            "the load generator targets the local toyshop service, e.g. 'http://127.0.0.1:8000/health'"
-        )
-    host = parts.hostname or ""
-    try:
-        port = parts.port or 80
-    except ValueError as exc:
-        raise BadInputError(f"url {url!r}: the port is not a number between 0 and 65535") from exc
-    if host == "localhost":
-        connect_host = "127.0.0.1"
-    else:
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            raise BadInputError(
-                f"url {url!r}: host {host!r} is not a loopback address. labkit.load only sends load to this "
-                "machine's loopback interface (127.0.0.0/8, ::1 or 'localhost'), never to another host; "
-                "use e.g. 'http://127.0.0.1:PORT/…' (labkit.service.start() gives you one as Service.url)"
-            ) from None
-        if not address.is_loopback:
-            raise BadInputError(
-                f"url {url!r}: {host} is not a loopback address. labkit.load only targets 127.0.0.0/8, ::1 or "
-                "'localhost', so a lab can never load-test someone else's server by mistake; "
-                "point it at the local service, e.g. labkit.service.start().url"
-            )
-        connect_host = str(address)
-    host_header = parts.netloc.rsplit("@", 1)[-1]
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    return Target(host=connect_host, port=port, host_header=host_header, path=path)
+    """Split ``url`` into a :class:`Target`, refusing anything that is not plain HTTP to a loopback address
+    (the rule of :func:`labkit.inputs.loopback_url`; a URL without a port means port 80)."""
+    u = loopback_url(url, "labkit.load", example="http://127.0.0.1:8000/health", default_port=80)
+    return Target(host=u.host, port=u.port, host_header=u.netloc, path=u.path)
 
 
 def _positive(name: str, value: Any, hint: str, *, integer: bool = False, zero_ok: bool = False) -> None:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an integer" if integer else "a number"
-        raise BadInputError(f"{name} must be {kind}, got {value!r} ({type(value).__name__}); {hint}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        bound = ">= 0" if zero_ok else "> 0"
-        raise BadInputError(f"{name} must be finite and {bound}, got {value!r}; {hint}")
+    if integer:
+        inputs.integer(value, name, low=0 if zero_ok else 1, hint=hint)
+    else:
+        inputs.number(value, name, low_ok=zero_ok, hint=hint)
 
 
 def make_settings(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -13,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import BadInputError
-from labkit.fingerprint import CpuWatch
 from labkit.load._engine import Engine, RawRun
 from labkit.load._options import PathPicker, Settings, make_picker, make_settings, parse_target
 from labkit.load.result import LoadResult
+from labkit.machine import CpuWatch
+from labkit.progress import show_progress
 
 __all__ = ["run", "run_async", "prepare", "build_result"]
 
@@ -60,7 +60,7 @@ def build_result(settings: Settings, raw: RawRun, *, fingerprint: dict[str, Any]
     duration_s = max(raw.elapsed_ns, 1) / 1e9
     codes, counts = np.unique(statuses, return_counts=True)
     if fingerprint is None:
-        from labkit.fingerprint import fingerprint as _fingerprint
+        from labkit.machine import fingerprint as _fingerprint
 
         fingerprint = _fingerprint()
     return LoadResult(
@@ -84,20 +84,6 @@ def build_result(settings: Settings, raw: RawRun, *, fingerprint: dict[str, Any]
         name=name,
         t0_ns=raw.t0_ns,
     )
-
-
-def _in_notebook() -> bool:
-    return "ipykernel" in sys.modules
-
-
-def steps_bar(progress: bool | None, total: int, desc: str, unit: str) -> Any:
-    """A tqdm bar over ``total`` steps (a widget in Jupyter) when ``progress`` is True — or None inside a notebook,
-    the default of every multi-run helper — else None."""
-    if not (_in_notebook() if progress is None else progress):
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
 
 def _drive(engine: Engine, cpus: Iterable[int] | None, progress: bool, desc: str) -> RawRun:
@@ -218,7 +204,7 @@ def run(
         connections: keep-alive connections in an open loop (default ``clamp(ceil(rate/50), 8, 128)``).
         warmup_s: seconds of the same load before measuring; its requests are not counted.
         seed: seeds the Poisson arrivals.
-        progress: show a progress bar (tqdm.auto); default: only inside a Jupyter kernel.
+        progress: a progress bar over the run's seconds (:mod:`labkit.progress`: by default inside a notebook).
         cpus: pin the generator's thread to these CPUs (``os.sched_setaffinity``), e.g. ``{1}`` with the
             service on ``{0}``: tightens tails above ~3k req/s on a 2-vCPU machine.
         name: a label for the result (charts, compare); default e.g. ``"open 2,000/s"``.
@@ -232,8 +218,6 @@ def run(
     engine = prepare(url, rate=rate, concurrency=concurrency, duration_s=duration_s, max_requests=max_requests,
                      paths=paths, timeout_s=timeout_s, connections=connections, warmup_s=warmup_s,
                      arrivals=arrivals, seed=seed)
-    if progress is None:
-        progress = _in_notebook()
     if cpus is not None:
         cpus = set(cpus)
         if not cpus or not cpus <= os.sched_getaffinity(0):
@@ -242,7 +226,7 @@ def run(
     s = engine.s
     desc = f"{s.rate:,.0f} req/s" if s.mode == "open" else f"c={s.concurrency}"
     watch = CpuWatch()
-    raw = _drive(engine, cpus, bool(progress), desc)
+    raw = _drive(engine, cpus, show_progress(progress), desc)
     return build_result(engine.s, raw, name=name, fingerprint=_with_cpu(watch))
 
 
@@ -260,8 +244,8 @@ async def run_async(url: str, *, name: str = "", **kwargs: Any) -> LoadResult:
 
 def _with_cpu(watch: CpuWatch) -> dict[str, Any]:
     """The fingerprint, plus the CPU this process tree and the rest of the machine used during the run
-    (``fingerprint["cpu"]``, see :class:`labkit.fingerprint.CpuWatch`): what the busy-machine warning reads."""
-    from labkit.fingerprint import fingerprint
+    (``fingerprint["cpu"]``, see :class:`labkit.machine.CpuWatch`): what the busy-machine warning reads."""
+    from labkit.machine import fingerprint
 
     fp = fingerprint()
     fp["cpu"] = watch.stop()

@@ -56,7 +56,7 @@ class LoadResult(Saveable):
         offered_rate: the scheduled rate (req/s) in an open loop, None in a closed loop.
         achieved_rate: responses per second over ``duration_s`` (measured start to last response).
         warmup_requests: requests sent during the warm-up and not counted.
-        fingerprint: the machine and its load when the run finished (labkit.fingerprint).
+        fingerprint: the machine and its load when the run finished (:func:`labkit.fingerprint`).
         t0_ns: the measured start on the run's clock, ``time.perf_counter_ns`` — machine-wide on Linux, so a
             service's own records (its GC pauses, say) can be put on this run's time axis: ``start_ns`` counts
             from it. 0 in results saved before it was recorded.
@@ -266,17 +266,17 @@ class LoadResult(Saveable):
             **arrays,
         )
 
-    # -- rendering (pure; see labkit.load._render) ------------------------------------------------------------
+    # -- rendering (pure; see labkit.load.render) ------------------------------------------------------------
     def summary(self) -> str:
         """A few lines of text: what was run, rates, errors, percentiles and any warnings."""
-        from labkit.load._render import summary_text
+        from labkit.load.render import summary_text
 
         return summary_text(self)
 
     @property
     def warnings(self) -> tuple[str, ...]:
         """What looks wrong with this run, each with what to do about it (also read by labkit.compare)."""
-        from labkit.load._render import warnings_for
+        from labkit.load.render import warnings_for
 
         return tuple(warnings_for(self))
 
@@ -292,6 +292,6 @@ class LoadResult(Saveable):
                 f"P99={format_duration(p[99])}>")
 
     def _repr_html_(self) -> str:
-        from labkit.load._render import summary_html
+        from labkit.load.render import summary_html
 
         return summary_html(self)

@@ -222,7 +222,7 @@ class Report(Saveable):
     def to_dict(self) -> dict[str, Any]:
         """The shared result format (``kind``, ``version``); each query as a dict of its fields; the environment
         fingerprint is taken now if the report has none (recording skips it: it costs more than a block)."""
-        from labkit.fingerprint import fingerprint
+        from labkit.machine import fingerprint
 
         data = super().to_dict()
         data["queries"] = [q._asdict() for q in self.queries]

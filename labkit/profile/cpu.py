@@ -3,7 +3,7 @@
     prof = profile.attach(svc.pid, duration_s=5)                  # a process, as it runs
     prof, load = profile.under_load(svc, "/customers/1/export", rate=30, duration_s=5)   # with a bounded load
     prof = profile.call(build_report, rows, duration_s=2)         # a function, called again and again
-    prof.stacks.top(10); profile.icicle(prof); profile.flamegraph(prof)   # (the last with svg=True)
+    prof.stacks.top(10); profile.icicle_chart(prof); profile.flamegraph(prof)   # (the last with svg=True)
 
 py-spy is a *sampling* profiler in another process: ``rate`` times a second it reads the target's Python
 stacks from its memory, so the target runs unmodified (at its default settings py-spy briefly pauses the
@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, ProbeUnavailable
+from labkit.inputs import integer, number
 from labkit.profile.stacks import Stacks
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["CpuProfile", "attach", "call", "under_load", "py_spy_path"]
 
@@ -64,7 +65,7 @@ def py_spy_path() -> str:
 
 
 @dataclass(frozen=True)
-class CpuProfile(Saveable):
+class CpuProfile(TextRepr, Saveable):
     """A py-spy profile: the sampled stacks, how they were taken, and what went wrong.
 
     Attributes:
@@ -109,19 +110,10 @@ class CpuProfile(Saveable):
                 + (f", {self.errors} unreadable samples" if self.errors else ""))
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
 
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
 
 def _check(duration_s: float, rate: int) -> tuple[float, int]:
-    if not isinstance(duration_s, int | float) or isinstance(duration_s, bool) or not 0.2 <= duration_s <= 600:
-        raise BadInputError(f"duration_s must be between 0.2 and 600 seconds, got {duration_s!r}")
-    if isinstance(rate, bool) or not isinstance(rate, int) or not 1 <= rate <= 1000:
-        raise BadInputError(f"rate must be an integer 1–1000 samples per second (py-spy's default is 100), "
-                            f"got {rate!r}")
-    return float(duration_s), rate
+    return (number(duration_s, "duration_s", low=0.2, high=600, low_ok=True, unit="seconds"),
+            integer(rate, "rate", high=1000, hint="samples per second (py-spy's default is 100)"))
 
 
 class _Recording:
@@ -346,7 +338,7 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
     Returns:
         ``(profile, load_result)``.
     """
-    from labkit.load._runner import _drive, build_result, prepare
+    from labkit.load import background
 
     pid = getattr(service, "pid", None)
     url = getattr(service, "url", None)
@@ -357,25 +349,9 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
                             "(closed loop) for the load that runs while the service is profiled")
     duration_s, rate = _check(duration_s, rate)
     # long enough for the attach(es) and the recording(s); stopped as soon as the profile is done
-    engine = prepare(url + path, rate=load_rate, concurrency=concurrency, duration_s=duration_s * 2 + 30,
-                     warmup_s=0.5, **load_kwargs)
-    box: dict[str, Any] = {}
-
-    def drive() -> None:
-        try:
-            box["raw"] = _drive(engine, None, False, "")
-        except BaseException as e:
-            box["error"] = e
-
-    worker = threading.Thread(target=drive, name="labkit.profile load", daemon=True)
-    worker.start()
-    time.sleep(0.5)  # the warm-up: the service is busy before py-spy attaches
-    try:
+    with background(url + path, rate=load_rate, concurrency=concurrency, duration_s=duration_s * 2 + 30,
+                    warmup_s=0.5, **load_kwargs) as load:
+        load.warm()  # the service is busy before py-spy attaches
         prof = _profile(pid, f"toyshop pid {pid} under load ({path})", duration_s=duration_s, rate=rate,
                         idle=idle, gil=gil, native=native, function=function, svg=svg, executable=executable)
-    finally:
-        engine.stop()
-        worker.join()
-    if "error" in box:
-        raise box["error"]
-    return prof, build_result(engine.s, box["raw"])
+    return prof, load.result

@@ -1,7 +1,7 @@
 """Drawing profiles, offline: our own icicle chart (Altair), and the tools' own pages in a sandboxed frame.
 
-    profile.icicle(cpu_profile)              # Altair: survives a static export (SVG/PNG), no script needed
-    profile.icicle(mem.by_count, title=…)    # any Stacks: samples, allocations or bytes
+    profile.icicle_chart(cpu_profile)              # Altair: survives a static export (SVG/PNG), no script needed
+    profile.icicle_chart(mem.by_count, title=…)    # any Stacks: samples, allocations or bytes
     profile.flamegraph(cpu_profile)          # py-spy's own SVG (click to zoom, Ctrl-F to search)
     profile.memray_html(mem_profile)         # memray's own page, self-contained (made with html=True)
 
@@ -24,7 +24,7 @@ import altair as alt
 from labkit.errors import BadInputError
 from labkit.profile.stacks import Stacks
 
-__all__ = ["icicle", "flamegraph", "memray_html", "Frame"]
+__all__ = ["icicle_chart", "flamegraph", "memray_html", "Frame"]
 
 _ROW_PX = 18
 _WIDTH_PX = 860
@@ -38,7 +38,7 @@ def _stacks_of(x: Any) -> Stacks:
         s = getattr(x, attr, None)
         if isinstance(s, Stacks):
             return s
-    raise BadInputError(f"icicle() takes a CpuProfile, a MemoryProfile or a Stacks, got {type(x).__name__}")
+    raise BadInputError(f"icicle_chart() takes a CpuProfile, a MemoryProfile or a Stacks, got {type(x).__name__}")
 
 
 def _label(row: Any, px_per_unit: float) -> str:
@@ -49,7 +49,7 @@ def _label(row: Any, px_per_unit: float) -> str:
     return name if len(name) <= room else name[: room - 1] + "…"
 
 
-def icicle(profile: Any, *, title: str | None = None, max_depth: int = 40, min_share: float = 0.004,
+def icicle_chart(profile: Any, *, title: str | None = None, max_depth: int = 40, min_share: float = 0.004,
            width: int = _WIDTH_PX) -> alt.LayerChart:
     """An icicle chart (a flame graph, root on top) of a profile's stacks, drawn by Altair.
 

@@ -10,14 +10,14 @@ experiment, and the panel that adds one bounded step at a time.
     runs_table(r1, r2)                                       # offered, achieved, shed, P99, generator lag, neighbours
     rate_where_pool_fills(4, w)                              # Erlang C: below this rate pool=4 is never the queue
 
-The knee itself is :func:`labkit.load.sweep` (and ``labkit.charts.knee_chart``); a busy machine is flagged on
-every load result (``labkit.fingerprint.CpuWatch``).
+The knee itself is :func:`labkit.load.sweep` (and ``labkit.load.knee_chart``); a busy machine is flagged on
+every load result (``labkit.machine.CpuWatch``).
 """
 
 from __future__ import annotations
 
 from labkit.queueing.model import erlang_c, rate_where_pool_fills
-from labkit.queueing.observe import Observation, StatsSampler, observe, stages_under_load
+from labkit.queueing.observation import Observation, StatsSampler, observe, stages_under_load
 from labkit.queueing.panel import PoolPanel, pool_panel
 from labkit.queueing.pools import (
     OrderPaths,

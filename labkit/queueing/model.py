@@ -12,6 +12,7 @@ checks against a measurement, not as a prediction to trust on its own.
 from __future__ import annotations
 
 from labkit.errors import BadInputError
+from labkit.inputs import integer
 
 __all__ = ["erlang_c", "rate_where_pool_fills"]
 
@@ -19,8 +20,7 @@ __all__ = ["erlang_c", "rate_where_pool_fills"]
 def erlang_c(servers: int, offered: float) -> float:
     """Erlang C: the chance that an arrival waits because all ``servers`` are busy, for ``offered`` erlangs
     (rate × mean service time). 1.0 when ``offered >= servers`` (no steady state: the queue grows)."""
-    if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
-        raise BadInputError(f"servers must be an integer >= 1 (threads in the pool), got {servers!r}")
+    integer(servers, "servers", hint="servers counts the threads in the pool")
     if not offered >= 0:
         raise BadInputError(f"offered load must be >= 0 erlangs (rate × service time), got {offered!r}")
     if offered >= servers:

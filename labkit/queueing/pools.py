@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from labkit.errors import BadInputError
+from labkit.inputs import integer
 from labkit.load import LoadResult, run
-from labkit.load._runner import steps_bar
+from labkit.progress import steps_bar
 from labkit.results import Saveable
 
 __all__ = ["PoolStudy", "pool_study", "TailRounds", "tail_rounds", "OrderPaths", "order_paths", "Services"]
@@ -301,7 +302,7 @@ class TailRounds(Saveable):
     def compare(self, baseline: str, candidate: str, **kwargs: Any) -> Any:
         """``labkit.compare`` of the two sides' per-round P99s (independent samples): its ratio is
         median P99 of ``candidate`` / median P99 of ``baseline``."""
-        from labkit.compare import compare
+        from labkit.comparison import compare
 
         return compare(list(self.p99s_ns(baseline)), list(self.p99s_ns(candidate)),
                        names=(f"{baseline} P99", f"{candidate} P99"), **kwargs)
@@ -348,8 +349,7 @@ def tail_rounds(urls: Mapping[str, str], *, rate: float, paths: Sequence[str] | 
     if len(names) < 2:
         raise BadInputError(f"tail_rounds compares services: give at least two, e.g. {{'pool=40': a.url, "
                             f"'pool=4': b.url}}; got {list(urls)}")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
-        raise BadInputError(f"rounds must be an integer >= 2 (one P99 per side per round), got {rounds!r}")
+    integer(rounds, "rounds", low=2, hint="each round gives one P99 per side, e.g. rounds=5")
     bar = steps_bar(progress, rounds * len(names), "tail rounds", "run")
     out: dict[str, list[LoadResult]] = {n: [] for n in names}
     try:

@@ -11,14 +11,14 @@ From Python, the same steps::
 
 Executing (:mod:`~labkit.report.run`, papermill) is kept apart from rendering (:mod:`~labkit.report.html`,
 nbconvert with widgets made static by :mod:`~labkit.report.static` and the summary of
-:mod:`~labkit.report.summary`); :mod:`~labkit.report.diff` holds the baseline comparison: within-run ratio
+:mod:`~labkit.report.summary`); :mod:`~labkit.report.baseline` holds the baseline comparison: within-run ratio
 intervals, matched by experiment title, never raw samples across runs. What a report costs in time and bytes
 is printed by ``tests/benchmarks/bench_report.py``.
 """
 
 from __future__ import annotations
 
-from labkit.report.diff import Change, Concluded, concluded_in, diff
+from labkit.report.baseline import Change, Concluded, concluded_in, diff
 from labkit.report.html import Rendered, render, write_html
 from labkit.report.pipeline import build
 from labkit.report.review import new_review

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import NotebookError, ResultsError
-from labkit.report.diff import Change, Concluded, concluded_in, diff
+from labkit.report.baseline import Change, Concluded, concluded_in, diff
 from labkit.report.run import ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
@@ -80,7 +80,7 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     import papermill
     from nbconvert import HTMLExporter
 
-    from labkit.fingerprint import fingerprint
+    from labkit.machine import fingerprint
     from labkit.report.run import git_state
 
     path = Path(executed)

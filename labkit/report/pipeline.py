@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, NotebookError
-from labkit.report.diff import concluded_in
+from labkit.report.baseline import concluded_in
 from labkit.report.html import Rendered, render, write_html
 from labkit.report.run import ReportRun, check_notebook, check_parameters, execute
 
@@ -33,7 +33,7 @@ def check_baseline(folder: str | os.PathLike[str]) -> Path:
 
 def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
           out: str | os.PathLike[str] | None = None, baseline: str | os.PathLike[str] | None = None,
-          root: str | os.PathLike[str] | None = None, progress: bool = True,
+          root: str | os.PathLike[str] | None = None, progress: bool | None = None,
           say: Callable[[str], None] | None = None) -> tuple[ReportRun, Rendered]:
     """Run ``notebook`` with ``parameters`` and write its report; return the run's record and the render.
 
@@ -43,7 +43,8 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
         out: where to write the HTML (default: ``<notebook>-<time>.html`` beside the run's folder).
         baseline: an earlier run's folder: each experiment is compared with it by title.
         root: where run folders go (default: ``results/reports/``).
-        progress: show papermill's progress bar.
+        progress: show papermill's progress bar (:mod:`labkit.progress`: by default inside a notebook;
+            ``labkit report`` shows it unless ``--no-progress``).
         say: where to print progress lines (default: stderr).
 
     Raises:

@@ -8,15 +8,13 @@ real toyshop change so a reviewer sees a complete, working example before replac
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import sys
 from pathlib import Path
 
 from labkit.errors import BadInputError
 
-__all__ = ["TEMPLATE", "new_review", "main"]
+__all__ = ["TEMPLATE", "new_review"]
 
 TEMPLATE = Path(__file__).with_name("review_template.ipynb")
 
@@ -41,16 +39,3 @@ def new_review(name: str | os.PathLike[str], folder: str | os.PathLike[str] | No
         raise BadInputError(f"{target} already exists and is kept as it is: choose another name, or move it "
                             "away first") from None
     return target
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``labkit new-review NAME``."""
-    p = argparse.ArgumentParser(
-        prog="labkit new-review",
-        description="Copy the design-review template to NAME.ipynb in the current folder (never overwriting).")
-    p.add_argument("name", help="the new notebook's name (NAME or NAME.ipynb)")
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    path = new_review(args.name)
-    print(f"wrote {path}: it runs as is on toyshop. Open it in JupyterLab, replace the example with your "
-          f"question, baseline and candidate, then: labkit report {path} --quick")
-    return 0

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, NotebookError, ResultsError
-from labkit.fingerprint import fingerprint
+from labkit.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
 __all__ = ["ReportRun", "execute", "parse_parameters", "check_notebook", "check_parameters", "git_state"]
@@ -228,7 +228,7 @@ def _kernel_of(notebook: Path) -> str:
 
 
 def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
-            root: str | os.PathLike[str] | None = None, progress: bool = True,
+            root: str | os.PathLike[str] | None = None, progress: bool | None = None,
             start_timeout: float = 60) -> ReportRun:
     """Run ``notebook`` top to bottom with ``parameters`` in a new folder of its own, and return its record.
 
@@ -236,7 +236,7 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
         notebook: the ``.ipynb`` to run; its cells run with the notebook's folder as working directory.
         parameters: values for the notebook's ``parameters`` cell (each must be declared there).
         root: where run folders go (default: ``reports/`` under :func:`labkit.results.results_dir`).
-        progress: show papermill's per-cell progress bar (on stderr).
+        progress: show papermill's per-cell progress bar (:mod:`labkit.progress`: by default inside a notebook).
         start_timeout: seconds to wait for the kernel to start.
 
     Raises:
@@ -245,6 +245,8 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
+
+    from labkit.progress import show_progress
 
     path = check_notebook(notebook)
     params = dict(parameters or {})
@@ -264,7 +266,8 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
         with _results_into(folder):
             papermill.execute_notebook(str(path), str(run.executed), parameters=params,
                                        kernel_name=_kernel_of(path), cwd=str(path.parent),
-                                       progress_bar=progress, log_output=False, start_timeout=start_timeout)
+                                       progress_bar=show_progress(progress), log_output=False,
+                                       start_timeout=start_timeout)
     except PapermillExecutionError as e:
         message = _failed_cell(path, e, run.executed)
         finish("failed", message)

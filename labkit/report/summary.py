@@ -8,7 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from labkit.report.diff import Change, Concluded
+from labkit.report.baseline import Change, Concluded
 
 __all__ = ["top", "experiments_table", "baseline_banner", "environment_table", "parameters_table"]
 

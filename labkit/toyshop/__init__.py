@@ -15,3 +15,5 @@ Modules (import the one you need; nothing heavy is imported here, so the service
 
 Start both processes with :func:`labkit.service.start`.
 """
+
+__all__: list[str] = []  # a face of modules only: import the one you need

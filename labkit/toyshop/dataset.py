@@ -17,7 +17,6 @@ leaves a half-written database; a corrupt, truncated or stale file is detected a
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import random
@@ -30,7 +29,7 @@ from pathlib import Path
 from labkit.errors import BadInputError, ResultsError
 
 __all__ = ["SIZES", "LADDER", "SCHEMA_VERSION", "data_dir", "db_path", "ensure", "build", "verify",
-           "config_key", "skewed_config_keys", "hot_products", "HOT_FRACTION", "HOT_SHARE", "ladder", "main"]
+           "config_key", "skewed_config_keys", "hot_products", "HOT_FRACTION", "HOT_SHARE", "ladder"]
 
 SCHEMA_VERSION = 4  # bump whenever the schema or the generator's output changes: old files are rebuilt
 SEED = 20261130
@@ -344,24 +343,3 @@ def _stamp(path: Path) -> tuple[str, int, int] | None:
     except OSError:
         return None
     return (str(path), st.st_ino, st.st_mtime_ns)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``labkit data build [--size small|default|large] [--force]`` and ``labkit data path``."""
-    parser = argparse.ArgumentParser(prog="labkit data", description="Build or locate the toyshop dataset.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build the dataset if missing, stale or corrupt")
-    b.add_argument("--size", choices=list(SIZES), default="small")
-    b.add_argument("--force", action="store_true", help="rebuild even if the file is sound")
-    p = sub.add_parser("path", help="print the dataset's path")
-    p.add_argument("--size", choices=list(SIZES), default="small")
-    args = parser.parse_args(argv)
-    if args.command == "path":
-        print(db_path(args.size))
-        return 0
-    print(ensure(args.size, force=args.force))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

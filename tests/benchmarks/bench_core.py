@@ -26,7 +26,7 @@ import sqlite3
 import sys
 
 from labkit.alloc import count as count_allocations
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.stats import format_duration
 from labkit.toyshop.core import (
     QUOTE_KERNELS,

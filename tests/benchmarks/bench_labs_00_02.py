@@ -191,7 +191,7 @@ def main() -> int:
     ap.add_argument("--times", type=int, default=3)
     ap.add_argument("--lab", choices=("00", "01", "02"))
     a = ap.parse_args()
-    from labkit import doctor
+    from labkit.cli import doctor
 
     print(time.strftime("%Y-%m-%d %H:%M %Z"))
     doctor.main([])

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from labkit.latency import memory
-from labkit.latency._harness import pinned, usable_cpus
+from labkit.machine import pinned, usable_cpus
 
 C_CHASE = r"""
 #include <stdint.h>

@@ -33,7 +33,7 @@ import sys
 import numpy as np
 
 from labkit import layout
-from labkit.compare import Comparison, compare
+from labkit.comparison import Comparison, compare
 from labkit.stats import format_duration
 
 WARNED: set[str] = set()

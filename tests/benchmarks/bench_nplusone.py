@@ -27,7 +27,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.nplusone import watch
 from labkit.stats import format_duration
 from labkit.trace import parse_server_timing

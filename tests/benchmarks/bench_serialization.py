@@ -25,7 +25,7 @@ import time
 import msgspec
 import numpy as np
 
-from labkit.compare import compare
+from labkit.comparison import compare
 from labkit.stats import format_duration
 from labkit.toyshop.catalog import FakeCatalog
 from labkit.toyshop.core import CODECS, SCHEMAS, compress, decode, decompress, encode

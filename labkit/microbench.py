@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from labkit.clock import Clock
-from labkit.errors import BadInputError
-from labkit.fingerprint import fingerprint
-from labkit.results import Saveable
+from labkit.inputs import function, integer, number
+from labkit.machine import fingerprint
+from labkit.results import Saveable, TextRepr
 from labkit.stats import format_duration, percentiles, spread
 
 __all__ = ["BenchResult", "bench", "Clock"]
@@ -34,7 +34,7 @@ MAX_LOOPS = 10**9
 
 
 @dataclass(frozen=True)
-class BenchResult(Saveable):
+class BenchResult(TextRepr, Saveable):
     """A microbenchmark's outcome: per-call times of every counted sample, and of the warm-up apart.
 
     Attributes:
@@ -87,29 +87,6 @@ class BenchResult(Saveable):
         text = (f"{self.name}: median {format_duration(self.median_ns)}, IQR {format_duration(q1)}–"
                 f"{format_duration(q3)}, {len(self.samples_ns)} samples × {self.loops:,} loops")
         return "\n".join([text, *(f"  warning: {w}" for w in self.warnings)])
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
-
-def _check_callable(fn: Any, what: str) -> None:
-    if not callable(fn):
-        hint = " — did you call it? pass the function itself, e.g. bench(f) not bench(f())" if fn is not None else ""
-        raise BadInputError(f"{what} must be a callable, got {type(fn).__name__} {fn!r:.60}{hint}")
-
-
-def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise BadInputError(f"{what} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
-
-
-def _positive_float(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
-        raise BadInputError(f"{what} must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def time_loop(fn: Callable[..., Any], args: tuple[Any, ...], loops: int, clock: Clock) -> int:
@@ -175,15 +152,15 @@ def bench(fn: Callable[..., Any], *args: Any, name: str | None = None, repeat: i
     Raises:
         BadInputError: ``fn`` is not callable, or a count is not a positive integer.
     """
-    _check_callable(fn, "fn")
-    repeat = _positive_int(repeat, "repeat", 2)
-    warmup = _positive_int(warmup, "warmup", 0)
-    min_ns = _positive_float(min_sample_time, "min_sample_time") * 1e9
+    function(fn, "fn")
+    repeat = integer(repeat, "repeat", low=2)
+    warmup = integer(warmup, "warmup", low=0)
+    min_ns = number(min_sample_time, "min_sample_time", unit="seconds") * 1e9
     warm: list[float] = []
     if loops is None:
         loops, warm = calibrate(fn, args, min_ns, clock)
     else:
-        loops = _positive_int(loops, "loops")
+        loops = integer(loops, "loops")
     warm += [time_loop(fn, args, loops, clock) / loops for _ in range(warmup)]
     samples = [time_loop(fn, args, loops, clock) / loops for _ in range(repeat)]
     return _result(name or getattr(fn, "__name__", repr(fn)), samples, loops, warm)

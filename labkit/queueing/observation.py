@@ -25,7 +25,6 @@ sent while load runs.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import random
@@ -38,9 +37,10 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from labkit.errors import BadInputError, ServiceError
-from labkit.load import LoadResult, run
+from labkit.inputs import loopback_url
+from labkit.load import LoadResult, background, run
 from labkit.load.result import decode_array, encode_array
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["Observation", "observe", "stages_under_load", "StatsSampler", "FIELDS"]
 
@@ -57,12 +57,10 @@ class StatsSampler:
     """
 
     def __init__(self, base_url: str, every_s: float = 0.01, seed: int = 0) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost", "::1") or not parts.port:
-            raise BadInputError(f"StatsSampler needs the service's http://127.0.0.1:PORT, got {base_url!r}")
+        where = loopback_url(base_url, "StatsSampler", example="http://127.0.0.1:PORT (the service's Service.url)")
         if not every_s > 0:
             raise BadInputError(f"every_s must be > 0 seconds, got {every_s!r}")
-        self._host, self._port, self.every_s = parts.hostname, parts.port, every_s
+        self._host, self._port, self.every_s = where.host, where.port, every_s
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._rows: list[tuple[int, ...]] = []
@@ -104,7 +102,7 @@ class StatsSampler:
 
 
 @dataclass(frozen=True, eq=False)
-class Observation(Saveable):
+class Observation(TextRepr, Saveable):
     """One load run with the service's in-flight count sampled during its measured window.
 
     Attributes:
@@ -259,20 +257,12 @@ def stages_under_load(url: str, probe_paths: list[str], *, rate: float | None = 
 
     if not probe_paths:
         raise BadInputError("probe_paths is empty: give the paths to probe, e.g. ['/orders/1', '/orders/2']")
-    box: dict[str, Any] = {}
-    worker = None
+    load = None
     if rate is not None:
-        run_kwargs.setdefault("progress", False)
-
-        def background() -> None:
-            try:
-                box["load"] = run(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, **run_kwargs)
-            except Exception as e:  # reported below, in the caller's thread
-                box["error"] = e
-
-        worker = threading.Thread(target=background, name="labkit-background-load", daemon=True)
-        worker.start()
-        time.sleep(warmup_s + 0.2)  # probe once the load is up to speed
+        run_kwargs.pop("progress", None)
+        load = background(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, **run_kwargs)
+        load.warm()
+        time.sleep(0.2)  # probe once the load is up to speed
     rows = []
     named = ("parse", "wait", "db", "catalog", "compute", "serialize")
     try:
@@ -287,10 +277,5 @@ def stages_under_load(url: str, probe_paths: list[str], *, rate: float | None = 
                 stages["other"] = max(0.0, total - sum(stages.values()))
                 rows += [{"probe": i, "stage": s, "ms": ms, "total_ms": total} for s, ms in stages.items()]
     finally:
-        if worker is not None:
-            worker.join()
-    if "error" in box:
-        raise box["error"]
-    with contextlib.suppress(KeyError):
-        return pd.DataFrame(rows), box["load"]
-    return pd.DataFrame(rows), None
+        result = load.wait() if load is not None else None
+    return pd.DataFrame(rows), result

@@ -1,7 +1,9 @@
-"""The environment fingerprint saved beside every result: what machine, what load, what software.
+"""The machine a measurement ran on: its fingerprint, how busy it was, and the CPUs this process may use.
 
 A number means little without knowing where it was measured; two results are comparable only when their
-fingerprints agree on the static part (CPU, cores, Python, packages).
+fingerprints agree on the static part (CPU, cores, Python, packages). :func:`fingerprint` is saved beside
+every result; :class:`CpuWatch` says whether other programs shared the CPUs during a run; :func:`usable_cpus`
+and :func:`pinned` are what a measurement needs to place a thread on one core.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fingerprint", "CpuWatch"]
+__all__ = ["fingerprint", "CpuWatch", "usable_cpus", "pinned"]
 
 _PACKAGES = ("labkit", "numpy", "pandas", "scipy", "altair", "numba", "orjson", "msgpack", "starlette",
              "uvicorn", "uvloop", "memray", "py-spy")
@@ -167,3 +170,32 @@ def _cpu_stall_us() -> int | None:
         if part.startswith("total="):
             return int(part[6:])
     return None
+
+
+@contextlib.contextmanager
+def pinned(cpus: set[int] | None) -> Iterator[bool]:
+    """Pin the *calling thread* to ``cpus`` for the block, then restore; yields whether pinning happened.
+
+    On Linux, ``sched_setaffinity(0, …)`` applies to the calling thread only, so a probe can pin the two
+    ends of a hand-off to the same or to different cores. Elsewhere (or with ``cpus=None``) it does nothing.
+    """
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield False
+        return
+    old = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def usable_cpus() -> list[int]:
+    """CPUs this process may run on, sorted (falls back to ``range(os.cpu_count())``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))

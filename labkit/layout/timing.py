@@ -19,9 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import bench
 from labkit.errors import BadInputError
-from labkit.fingerprint import fingerprint
 from labkit.layout.records import (
     LAYOUTS,
     OPERATIONS,
@@ -31,6 +29,9 @@ from labkit.layout.records import (
     make_columns,
     operation,
 )
+from labkit.machine import fingerprint
+from labkit.microbench import bench
+from labkit.progress import show_progress
 from labkit.results import Saveable, jsonable
 
 __all__ = ["LayoutSweep", "Timing", "sweep", "SIZES", "crossover"]
@@ -141,7 +142,9 @@ def _sizes(sizes: Any) -> tuple[int, ...]:
 
 def _progress(progress: Any, total: int) -> tuple[Callable[[int], None], Callable[[], bool], Callable[[], None]]:
     """Adapt ``progress`` (None/True/False, or an object with ``update(done, total)`` and ``cancelled``)."""
-    if progress is None or progress is False:
+    if progress is None or isinstance(progress, bool):
+        progress = show_progress(progress)
+    if progress is False:
         return (lambda done: None), (lambda: False), (lambda: None)
     if progress is True:
         from tqdm.auto import tqdm
@@ -167,7 +170,7 @@ def sweep(layouts: Any = LAYOUTS, operations: Any = OPERATIONS, sizes: Any = SIZ
         seed: seeds the generated records (the same records for every layout).
         repeat: counted samples per cell (each a calibrated loop lasting ``min_sample_time`` or one call).
         measure_bytes: also measure bytes per record of each layout (on 2,000 records, untimed).
-        progress: None (silent), True (a progress bar), or an object with ``update(done, total)`` and a
+        progress: True or False, None (:mod:`labkit.progress`: a bar inside a notebook), or an object with ``update(done, total)`` and a
             ``cancelled`` attribute: when it turns true the sweep stops and returns what it has
             (``complete=False``).
 

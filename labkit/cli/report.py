@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from labkit.errors import BadInputError
 
@@ -39,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from labkit.report.pipeline import build
     from labkit.report.run import parse_parameters
 
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     params = parse_parameters(args.parameter)
     if args.quick:
         if params.get("QUICK", True) is not True:

@@ -8,7 +8,7 @@
     prof.top("count"), prof.top("bytes")                 # the two readings, by allocation site
     prof.temporary                                       # allocations freed right after (memray's definition)
     prof.peak_bytes, prof.at_peak                        # the high-water mark, and what was alive at it
-    profile.icicle(prof.by_count); profile.memray_html(prof)   # our chart; memray's own page (html=True)
+    profile.icicle_chart(prof.by_count); profile.memray_html(prof)   # our chart; memray's own page (html=True)
 
 memray records every allocator call made while tracking (with ``python_allocators=True`` also CPython's own
 small-object allocator, so each small object counts), with the Python stack that made it. What it can and
@@ -44,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, ProbeUnavailable
+from labkit.inputs import integer
 from labkit.profile.stacks import Stacks
-from labkit.results import Saveable
+from labkit.results import Saveable, TextRepr
+from labkit.stats import format_bytes
 
 __all__ = ["MemoryProfile", "memory", "tracking", "Tracking"]
 
@@ -54,7 +56,7 @@ _NO_WEB_WORKS = (1, 19, 2)
 
 
 @dataclass(frozen=True)
-class MemoryProfile(Saveable):
+class MemoryProfile(TextRepr, Saveable):
     """What a tracked call or block allocated (from :func:`memory` or :func:`tracking`).
 
     Attributes:
@@ -114,23 +116,11 @@ class MemoryProfile(Saveable):
     def __str__(self) -> str:
         mode = "Python allocators traced" if self.python_allocators else "system allocator only"
         text = (f"memory profile of {self.target}: {self.allocations:,} allocations, "
-                f"{_size(self.bytes_allocated)} asked for, high-water mark {_size(self.peak_bytes)}, "
+                f"{format_bytes(self.bytes_allocated)} asked for, high-water mark {format_bytes(self.peak_bytes)}, "
                 f"{self.temporary.total:,} temporaries ({mode}; {len(self.by_count):,} distinct stacks)")
         if self.truncated:
             text += f"\n  note: only the first {self.records:,} records were read (max_records): track less"
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        return "<pre>" + escape(str(self)) + "</pre>"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _memray() -> Any:
@@ -223,7 +213,7 @@ def _html(path: Path) -> str:
     if version < _NO_WEB_WORKS:
         raise ProbeUnavailable(f"memray {_memray().__version__} writes a broken self-contained flame graph (its "
                                "--no-web page draws nothing; fixed in 1.19.2): pip install -U 'memray>=1.19.2', "
-                               "or leave html=False and use labkit.profile.icicle")
+                               "or leave html=False and use labkit.profile.icicle_chart")
     out = path.with_suffix(".html")
     r = subprocess.run([sys.executable, "-m", "memray", "flamegraph", "--no-web", "--force", "-o", str(out),
                         str(path)], capture_output=True, text=True, timeout=300)
@@ -242,8 +232,7 @@ class tracking:  # noqa: N801 - used like a function: ``with tracking() as t:``
 
     def __init__(self, *, python_allocators: bool = True, max_records: int = 2_000_000, html: bool = False,
                  target: str = "a block", _cut_at: str | None = None) -> None:
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1000:
-            raise BadInputError(f"max_records must be an integer >= 1000, got {max_records!r}")
+        integer(max_records, "max_records", low=1000)
         self.python_allocators, self.max_records, self.html = python_allocators, max_records, html
         self.target, self._cut_at = target, _cut_at
         self.profile: MemoryProfile | None = None

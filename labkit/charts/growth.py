@@ -10,10 +10,10 @@ import pandas as pd
 from labkit.charts.samples import UNIT_AXIS
 from labkit.errors import BadInputError
 
-__all__ = ["loglog", "scaling", "size_steps", "stage_bars", "format_map", "crossover"]
+__all__ = ["loglog_chart", "scaling_chart", "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart"]
 
 
-def loglog(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function", slopes: tuple[float, ...] = (1, 2),
+def loglog_chart(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function", slopes: tuple[float, ...] = (1, 2),
            title: str = "Time against size, both axes logarithmic") -> alt.LayerChart:
     """Each series' medians against size on log-log axes, with dashed guide lines of the given slopes.
 
@@ -28,7 +28,7 @@ def loglog(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function", slo
     """
     for col in (x, y, by):
         if col not in frame.columns:
-            raise BadInputError(f"loglog needs columns {x!r}, {y!r}, {by!r} (got {list(frame.columns)})")
+            raise BadInputError(f"loglog_chart needs columns {x!r}, {y!r}, {by!r} (got {list(frame.columns)})")
     df = frame.groupby([by, x], sort=False, as_index=False)[y].median()
     df["us"] = df[y] / 1e3
     first = df[df[by] == df[by].iloc[0]].sort_values(x)
@@ -45,7 +45,7 @@ def loglog(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function", slo
     return alt.layer(lines, labels, series, title=title).properties(width=480, height=300)
 
 
-def scaling(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guides: tuple[float, ...] = (1, 2),
+def scaling_chart(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guides: tuple[float, ...] = (1, 2),
             x_title: str | None = None, y_title: str | None = None,
             title: str = "Cost against size (log-log): the slope is the exponent") -> alt.LayerChart:
     """Log-log lines of the median ``y`` per ``x`` for each ``color``, with dashed guide lines of slope 1, 2…
@@ -60,13 +60,13 @@ def scaling(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guid
     """
     for col in (x, y):
         if col not in frame.columns:
-            raise BadInputError(f"scaling needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+            raise BadInputError(f"scaling_chart needs columns {x!r} and {y!r} (got {list(frame.columns)})")
     df = frame.copy()
     if color not in df.columns:
         df[color] = y
     df = df[(df[x] > 0) & (df[y] > 0)]
     if df.empty:
-        raise BadInputError(f"scaling needs positive {x!r} and {y!r} values (log axes): nothing to draw")
+        raise BadInputError(f"scaling_chart needs positive {x!r} and {y!r} values (log axes): nothing to draw")
     med = df.groupby([color, x], sort=False, as_index=False)[y].median()
     first = med[med[color] == med[color].iloc[0]].sort_values(x)
     x0, y0 = float(first[x].iloc[-1]), float(first[y].iloc[-1])
@@ -89,18 +89,18 @@ def scaling(frame: pd.DataFrame, x: str, y: str, color: str = "variant", *, guid
     return alt.layer(*layers, title=title).properties(width=520, height=320)
 
 
-def size_steps(frame: pd.DataFrame, x: str = "length", y: str = "bytes",
+def size_steps_chart(frame: pd.DataFrame, x: str = "length", y: str = "bytes",
                title: str = "sys.getsizeof of a list as it grows: capacity comes in steps") -> alt.Chart:
     """A step line of ``y`` against ``x``: where it jumps, the container was reallocated (over-allocated)."""
     for col in (x, y):
         if col not in frame.columns:
-            raise BadInputError(f"size_steps needs columns {x!r} and {y!r} (got {list(frame.columns)})")
+            raise BadInputError(f"size_steps_chart needs columns {x!r} and {y!r} (got {list(frame.columns)})")
     return alt.Chart(frame, title=title).mark_line(interpolate="step-after").encode(
         alt.X(f"{x}:Q", title="items appended"), alt.Y(f"{y}:Q", title="sys.getsizeof (bytes)"),
         tooltip=[f"{x}:Q", f"{y}:Q"]).properties(width=520, height=260)
 
 
-def stage_bars(frame: pd.DataFrame, title: str = "Where a request's time goes, by payload size") -> alt.Chart:
+def stage_chart(frame: pd.DataFrame, title: str = "Where a request's time goes, by payload size") -> alt.Chart:
     """Stacked bars: median ms per Server-Timing stage for each payload (one bar per ``payload`` label).
 
     Args:
@@ -109,7 +109,7 @@ def stage_bars(frame: pd.DataFrame, title: str = "Where a request's time goes, b
     """
     for col in ("payload", "stage", "ms"):
         if col not in frame.columns:
-            raise BadInputError(f"stage_bars needs columns payload, stage, ms (got {list(frame.columns)})")
+            raise BadInputError(f"stage_chart needs columns payload, stage, ms (got {list(frame.columns)})")
     df = frame.groupby(["payload", "stage"], sort=False, as_index=False)["ms"].median()
     order = list(dict.fromkeys(frame["stage"]))
     return alt.Chart(df, title=title).mark_bar().encode(
@@ -119,7 +119,7 @@ def stage_bars(frame: pd.DataFrame, title: str = "Where a request's time goes, b
     ).transform_calculate(stage_rank=f"indexof({order!r}, datum.stage)").properties(width=520, height=40 * df["payload"].nunique() + 20)
 
 
-def format_map(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip µs",
+def format_map_chart(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip µs",
                title: str = "Every format: bytes on the wire against encode + decode time") -> alt.LayerChart:
     """One labelled point per format: size against time (log time axis), the fastest and smallest bottom-left.
 
@@ -128,7 +128,7 @@ def format_map(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip µs",
     """
     for col in ("format", x, y):
         if col not in frame.columns:
-            raise BadInputError(f"format_map needs columns format, {x!r}, {y!r} (got {list(frame.columns)})")
+            raise BadInputError(f"format_map_chart needs columns format, {x!r}, {y!r} (got {list(frame.columns)})")
     base = alt.Chart(frame).encode(alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=True)),
                                    alt.Y(f"{y}:Q", title=y, scale=alt.Scale(type="log")))
     dots = base.mark_circle(size=90).encode(alt.Color("format:N", legend=None),
@@ -138,7 +138,7 @@ def format_map(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip µs",
     return alt.layer(dots, labels, title=title).properties(width=520, height=320)
 
 
-def crossover(frame: pd.DataFrame, floor_us: float,
+def crossover_chart(frame: pd.DataFrame, floor_us: float,
               title: str = "Time a faster encoder saves, against the framework's own cost per request") -> alt.LayerChart:
     """Lines of µs saved per request against payload items, with the HTTP floor as a horizontal rule.
 
@@ -148,7 +148,7 @@ def crossover(frame: pd.DataFrame, floor_us: float,
     """
     for col in ("items", "saved µs", "format"):
         if col not in frame.columns:
-            raise BadInputError(f"crossover needs columns items, 'saved µs', format (got {list(frame.columns)})")
+            raise BadInputError(f"crossover_chart needs columns items, 'saved µs', format (got {list(frame.columns)})")
     lines = alt.Chart(frame).mark_line(point=True).encode(
         alt.X("items:Q", title="items in the payload", scale=alt.Scale(type="log")),
         alt.Y("saved µs:Q", title="µs saved per request vs stdlib json", scale=alt.Scale(type="symlog")),

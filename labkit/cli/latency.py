@@ -11,7 +11,7 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Run the latency probes and print the table (text, or JSON with ``--json``); return the exit code."""
-    from labkit.latency.table import PROBES, table
+    from labkit.latency.ladder import PROBES, table
 
     parser = argparse.ArgumentParser(prog="labkit latency",
                                      description="Measure the latency-numbers table on this machine.")

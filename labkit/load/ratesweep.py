@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from labkit.errors import BadInputError
-from labkit.load._runner import run, steps_bar
+from labkit.inputs import integer
+from labkit.load._runner import run
 from labkit.load.result import LoadResult
-from labkit.results import Saveable
+from labkit.progress import steps_bar
+from labkit.results import Saveable, TextRepr
 
 __all__ = ["Knee", "Sweep", "sweep", "broken_rule"]
 
@@ -35,7 +37,7 @@ class Knee:
 
 
 @dataclass(frozen=True, eq=False)
-class Sweep(Saveable):
+class Sweep(TextRepr, Saveable):
     """The steps of a rate sweep, in the order run (rising offered rate)."""
 
     KIND: ClassVar[str] = "load_sweep"
@@ -93,7 +95,7 @@ class Sweep(Saveable):
     def warnings(self) -> tuple[str, ...]:
         """Reasons not to believe the knee yet, each with what to do: a busy machine during the steps, a
         generator (or its connection pool) falling behind at the knee, no knee at all."""
-        from labkit.load._render import busy_note
+        from labkit.load.render import busy_note
 
         out: list[str] = []
         busy = [r for r in self.steps if busy_note(r)]
@@ -147,17 +149,12 @@ class Sweep(Saveable):
 
     def summary(self) -> str:
         """A table of steps and the knee, as text."""
-        from labkit.load._render import sweep_text
+        from labkit.load.render import sweep_text
 
         return sweep_text(self)
 
     def __str__(self) -> str:
         return self.summary()
-
-    def _repr_html_(self) -> str:
-        import html
-
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def sweep(
@@ -198,8 +195,8 @@ def sweep(
         raise BadInputError("rates is empty: give the offered rates to try, e.g. rates=range(200, 2001, 200)")
     if "rate" in run_kwargs or "concurrency" in run_kwargs:
         raise BadInputError("sweep() sets rate= itself from rates=; drop rate=/concurrency=")
-    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
-        raise BadInputError(f"stop_after must be an integer >= 1 or None, got {stop_after!r}")
+    if stop_after is not None:
+        integer(stop_after, "stop_after", hint="or None, to run every rate")
     bar = steps_bar(progress, len(rate_list), "sweep", "step")
     steps: list[LoadResult] = []
     past = 0

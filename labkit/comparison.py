@@ -42,10 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import _check_callable, _positive_int, _result, calibrate, time_loop
 from labkit.clock import Clock
 from labkit.errors import BadInputError
-from labkit.fingerprint import fingerprint
+from labkit.inputs import function, integer
+from labkit.machine import fingerprint
+from labkit.microbench import _result, calibrate, time_loop
+from labkit.progress import steps_bar
 from labkit.results import Saveable
 from labkit.stats import RatioEstimate, format_duration, ratio_of_medians
 
@@ -186,8 +188,8 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             look is 95 %; with four planned looks, 98.75 % at each).
         warmup, min_sample_time, clock: as in :func:`labkit.bench`.
         seed: seeds the bootstrap, so the interval is reproducible.
-        progress: show a progress bar (a widget in Jupyter); by default only when the rounds look like they
-            will take more than two seconds.
+        progress: a progress bar over the rounds (:mod:`labkit.progress`: by default inside a notebook, when
+            the rounds look like they will take two seconds or more).
         inputs: fresh inputs instead of ``*args``: ``inputs(k)`` returns the argument tuple for the k-th
             input. Every timed call then gets an input never used before — round ``r`` times the baseline on
             ``inputs(r)`` and the candidate on another ``inputs(r)`` (built separately, equal in content), so
@@ -212,15 +214,15 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         raise BadInputError(
             "compare() needs two callables or two measured results, got one of each: pass both functions "
             "(compare(f, g)) or both results (compare(run_a, run_b))")
-    _check_callable(baseline, "baseline")
-    _check_callable(candidate, "candidate")
+    function(baseline, "baseline")
+    function(candidate, "candidate")
     if inputs is not None:
-        _check_callable(inputs, "inputs")
+        function(inputs, "inputs")
         if args:
             raise BadInputError("give the arguments either as *args or through inputs=, not both")
-    rounds = _positive_int(rounds, "rounds", 3)
-    max_rounds = rounds * 4 if max_rounds is None else _positive_int(max_rounds, "max_rounds", rounds)
-    warmup = _positive_int(warmup, "warmup", 0)
+    rounds = integer(rounds, "rounds", low=3)
+    max_rounds = rounds * 4 if max_rounds is None else integer(max_rounds, "max_rounds", low=rounds)
+    warmup = integer(warmup, "warmup", low=0)
     if not min_sample_time > 0:
         raise BadInputError(f"min_sample_time must be a positive number of seconds, got {min_sample_time!r}")
     if not (isinstance(max_time, int | float) and max_time > 0):
@@ -246,7 +248,7 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     plan = plan_looks(rounds, max_rounds, alpha, affordable=max_time * 1e9 / round_ns if round_ns > 0 else None)
     samples: list[list[float]] = [[], []]
     started = clock()
-    bar = _progress_bar(progress, rounds * round_ns, rounds)
+    bar = steps_bar(progress, rounds, "A/B rounds", "round", expected_s=rounds * round_ns / 1e9)
     look = 0
     for look, (target, alpha_look) in enumerate(plan, 1):
         if bar is not None and look > 1:
@@ -312,15 +314,6 @@ def _args_of(inputs: Callable[[int], Any], k: int) -> tuple[Any, ...]:
         raise BadInputError(f"inputs({k}) must return a tuple of arguments, got {type(args).__name__}: "
                             "return (x,) for a single argument")
     return args
-
-
-def _progress_bar(progress: bool | None, expected_ns: float, rounds: int) -> Any:
-    """A tqdm bar (a widget in Jupyter) when asked, or by default when the rounds should take over 2 s."""
-    if progress is False or (progress is None and expected_ns < 2e9):
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=rounds, desc="A/B rounds", unit="round", leave=False)
 
 
 def _build(na: str, nb: str, a: np.ndarray, b: np.ndarray, paired: bool, min_effect: float, alpha: float,

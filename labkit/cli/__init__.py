@@ -1,21 +1,24 @@
-"""``labkit <command>``: a thin dispatcher; each command lives in its own module as ``main(argv) -> int``."""
+"""``labkit <command>``: a thin dispatcher; each command is a module of this package with ``main(argv) -> int``.
+
+The commands parse their arguments and call the package that does the work (``labkit.doctor``,
+``labkit.latency``, ``labkit.report`` …); nothing here measures. ``labkit serve`` is still
+:func:`labkit.service.main` (the service's start-up and signal handling live beside it).
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-from labkit.errors import LabkitError
-
 __all__ = ["main", "COMMANDS"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("labkit.doctor", "check this machine can run the labs, and say what to fix"),
+    "doctor": ("labkit.cli.doctor", "check this machine can run the labs, and say what to fix"),
     "serve": ("labkit.service", "run the toyshop service (and its catalog) in the foreground"),
-    "data": ("labkit.toyshop.dataset", "build or check the toyshop dataset"),
-    "latency": ("labkit.latency", "measure the latency-numbers table on this machine"),
-    "report": ("labkit.report.cli", "run a notebook and write one self-contained HTML report of it"),
-    "new-review": ("labkit.report.review", "start a design-review notebook from the template"),
+    "data": ("labkit.cli.data", "build or check the toyshop dataset"),
+    "latency": ("labkit.cli.latency", "measure the latency-numbers table on this machine"),
+    "report": ("labkit.cli.report", "run a notebook and write one self-contained HTML report of it"),
+    "new-review": ("labkit.cli.new_review", "start a design-review notebook from the template"),
 }
 
 
@@ -27,6 +30,8 @@ def _usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``labkit <command> …`` and return its exit code."""
+    from labkit.errors import LabkitError
+
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())

@@ -1,21 +1,25 @@
-"""Text and HTML renderings of load results (pure functions of the value; no measuring here)."""
+"""How load results look: text, HTML and charts (pure functions of the value; no measuring here).
+
+The charts import Altair when first drawn, so a load run and its text summary never pay for it.
+"""
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from labkit.errors import BadInputError
 from labkit.stats import format_duration
 
 if TYPE_CHECKING:
+    from labkit.load.ratesweep import Sweep
     from labkit.load.result import LoadResult
-    from labkit.load.sweep import Sweep
 
-__all__ = ["summary_text", "summary_html", "warnings_for", "sweep_text", "busy_note"]
+__all__ = ["summary_text", "summary_html", "warnings_for", "sweep_text", "busy_note", "timeline_chart", "knee_chart"]
 
 # A run is "saturated" when it delivers less than this share of the offered rate.
 SATURATED = 0.95
-# Other programs using this many cores during a run make it a busy-machine run (see labkit.fingerprint.CpuWatch).
+# Other programs using this many cores during a run make it a busy-machine run (see labkit.machine.CpuWatch).
 BUSY_OTHERS_CORES = 0.25
 
 
@@ -139,3 +143,74 @@ def sweep_text(sw: Sweep) -> str:
         lines.append(f"knee: {k.rate:,.0f} req/s ({k.reason}); last good {k.last_good_rate:,.0f} req/s")
     lines += [f"warning: {w}" for w in sw.warnings]
     return "\n".join(lines)
+
+
+def timeline_chart(result: Any, window_s: float = 1.0,
+                  title: str = "Latency over the run (P50 and P99 per window, log scale)") -> Any:
+    """P50 and P99 per time window of a load run, by intended send time: stalls, overload and recovery show.
+
+    Args:
+        result: a :class:`labkit.load.LoadResult` (or its ``to_frame()``: columns ``t_s`` and ``ns``).
+        window_s: window width in seconds.
+    """
+    import altair as alt
+    import numpy as np
+
+    from labkit.charts.samples import as_frame
+
+    df = as_frame(result)
+    if "t_s" not in df.columns or "ns" not in df.columns:
+        raise BadInputError("timeline_chart takes a LoadResult or its to_frame() (columns t_s and ns)")
+    if not window_s > 0:
+        raise BadInputError(f"window_s must be > 0 seconds, got {window_s!r}")
+    df = df.assign(t=(df["t_s"] // window_s) * window_s)
+    agg = df.groupby("t")["ns"].agg(P50=lambda v: np.percentile(v, 50), P99=lambda v: np.percentile(v, 99),
+                                    responses="size").reset_index()
+    long = agg.melt(id_vars=["t", "responses"], value_vars=["P50", "P99"], var_name="stat", value_name="ns")
+    long["ms"] = long["ns"] / 1e6
+    return alt.Chart(long, title=title).mark_line(point=True).encode(
+        alt.X("t:Q", title=f"intended send time (s), {window_s:g}-s windows"),
+        alt.Y("ms:Q", scale=alt.Scale(type="log"), title="latency (ms, log scale)"),
+        alt.Color("stat:N", title=None),
+        tooltip=["t:Q", "stat:N", alt.Tooltip("ms:Q", format=".3f"), "responses:Q"],
+    ).properties(width=520, height=240)
+
+
+def knee_chart(sweep: Any, title: str = "Rate sweep: where latency bends and throughput stops",
+               guess: float | None = None) -> Any:
+    """Two panels over the offered rate of a :class:`labkit.load.Sweep`: P50/P99 latency (log scale) and
+    achieved vs offered rate (the diagonal is "keeps up"). The knee (``sweep.knee()``) is a dashed red line;
+    ``guess`` (a rate in req/s, e.g. the learner's guessed knee) a dotted grey one."""
+    import altair as alt
+    import pandas as pd
+
+    if not hasattr(sweep, "knee"):
+        raise BadInputError(f"knee_chart takes a labkit.load.Sweep, got {type(sweep).__name__}")
+    df = sweep.to_frame()
+    lat = df.melt(id_vars=["offered"], value_vars=["p50_ns", "p99_ns"], var_name="stat", value_name="ns")
+    lat["stat"] = lat["stat"].map({"p50_ns": "P50", "p99_ns": "P99"})
+    lat["ms"] = lat["ns"] / 1e6
+    x = alt.X("offered:Q", title="offered rate (req/s)")
+    left = alt.Chart(lat).mark_line(point=True).encode(
+        x, alt.Y("ms:Q", scale=alt.Scale(type="log"), title="latency from intended send (ms, log)"),
+        alt.Color("stat:N", title=None), tooltip=["offered:Q", "stat:N", alt.Tooltip("ms:Q", format=".3f")])
+    rates = df[["offered", "achieved"]]
+    diag = alt.Chart(rates).mark_line(strokeDash=[2, 2], color="gray").encode(x, alt.Y("offered:Q"))
+    right = alt.Chart(rates).mark_line(point=True).encode(
+        x, alt.Y("achieved:Q", title="achieved rate (req/s)"),
+        tooltip=["offered:Q", alt.Tooltip("achieved:Q", format=",.0f")])
+    k = sweep.knee()
+    left_layers, right_layers = [left], [diag, right]
+    if k is not None:
+        rule = alt.Chart(pd.DataFrame({"offered": [k.rate], "why": [k.reason]})).mark_rule(
+            strokeDash=[6, 4], color="firebrick").encode(alt.X("offered:Q"), tooltip=["why:N"])
+        left_layers.append(rule)
+        right_layers.append(rule)
+    if guess is not None:
+        mine = alt.Chart(pd.DataFrame({"offered": [float(guess)], "why": ["your guess"]})).mark_rule(
+            strokeDash=[2, 3], color="gray", strokeWidth=2).encode(alt.X("offered:Q"), tooltip=["why:N"])
+        left_layers.append(mine)
+        right_layers.append(mine)
+    return alt.hconcat(alt.layer(*left_layers).properties(width=300, height=240),
+                       alt.layer(*right_layers).properties(width=300, height=240),
+                       title=title + (f" — knee at {k.rate:,.0f} req/s ({k.reason})" if k else " — no knee yet"))

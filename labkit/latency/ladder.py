@@ -15,7 +15,7 @@ from labkit.latency import disk, memory, network, osprobes, pycost, work
 from labkit.latency._harness import Samples, unavailable
 from labkit.results import Saveable
 
-__all__ = ["LatencyTable", "table", "PROBES", "format_table", "ladder_frame"]
+__all__ = ["LatencyTable", "table", "PROBES", "ladder_frame"]
 
 Probe = Callable[[bool, Any], "Samples | tuple[Samples, ...]"]
 
@@ -117,6 +117,8 @@ class LatencyTable(Saveable):
                    warnings=tuple(data.get("warnings") or ()))
 
     def __str__(self) -> str:
+        from labkit.latency.render import format_table
+
         return format_table(self)
 
     def __repr__(self) -> str:
@@ -125,37 +127,15 @@ class LatencyTable(Saveable):
                 f"{'quick' if self.quick else 'full'}, {self.elapsed_s:.1f} s)")
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from labkit.latency.render import table_html
 
-        df = self.to_frame()
-        df["P10"], df["P90"] = df["p10_ns"].map(_fmt), df["p90_ns"].map(_fmt)
-        html = df[["label", "median", "P10", "P90", "n", "note"]].to_html(index=False)
-        return html + "".join(f"<p><b>warning:</b> {escape(w)}</p>" for w in self.warnings)
+        return table_html(self)
 
 
 def _frame_row(r: Samples) -> dict[str, Any]:
     return {"key": r.key, "label": r.label, "family": r.family, "median_ns": r.median_ns,
             "p10_ns": r.percentile_ns(10), "p90_ns": r.percentile_ns(90), "n": len(r.samples_ns),
             "median": _fmt(r.median_ns), "note": r.note or ""}
-
-
-def format_table(t: LatencyTable) -> str:
-    """The table as aligned text: label, median, p10–p90, and notes underneath their row."""
-    lines = [f"{'operation':<48} {'median':>10} {'p10 – p90':>23}"]
-    for r in t.rows:
-        if r.available:
-            span = f"{_fmt(r.percentile_ns(10))} – {_fmt(r.percentile_ns(90))}"
-            lines.append(f"{r.label:<48} {_fmt(r.median_ns):>10} {span:>23}")
-        else:
-            lines.append(f"{r.label:<48} {'n/a':>10}")
-        if r.note:
-            lines.append(f"    note: {r.note}")
-    bw = next((r for r in t.rows if r.key == "mem_seq_read_1mb" and r.available), None)
-    if bw is not None:
-        lines.append(f"(sequential memory read: {bw.extra.get('gb_per_s', float('nan')):.1f} GB/s, one core)")
-    lines.append(f"{'quick' if t.quick else 'full'} run, {t.elapsed_s:.1f} s")
-    lines += [f"warning: {w}" for w in t.warnings]
-    return "\n".join(lines)
 
 
 def _load() -> float | None:
@@ -175,14 +155,15 @@ def busy_warning(load_before: float | None, load_after: float | None, ncpu: int)
             "Close other work and rerun, or compare rows of one run with each other rather than across runs")
 
 
-def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] | None = None,
+def table(quick: bool = False, progress: bool | None = None, *, include: Iterable[str] | None = None,
           exclude: Iterable[str] = (), dir: str | os.PathLike[str] | None = None) -> LatencyTable:
     """Measure the latency table on this machine.
 
     Args:
         quick: smaller working sets, files and sample counts (faster, noisier).
         progress: show a progress bar (a widget in Jupyter, a text bar in a terminal) and one line per
-            probe as it finishes — all on stderr, so stdout carries only the result.
+            probe as it finishes — all on stderr, so stdout carries only the result. By default inside a
+            notebook (:mod:`labkit.progress`); ``labkit latency`` shows it unless ``--no-progress``.
         include: run only these probes (names of :data:`PROBES`), e.g. ``{"cache", "syscall"}``.
         exclude: skip these probes (e.g. ``{"http"}`` when toyshop is not wanted).
         dir: where the disk and SQLite probes make their temporary files (default: the system temp folder;
@@ -193,8 +174,10 @@ def table(quick: bool = False, progress: bool = True, *, include: Iterable[str] 
         KeyboardInterrupt stops the run (temporary files are removed on the way out).
     """
     from labkit.errors import BadInputError
-    from labkit.fingerprint import fingerprint
+    from labkit.machine import fingerprint
+    from labkit.progress import show_progress
 
+    progress = show_progress(progress)
     names = list(PROBES) if include is None else list(include)
     unknown = [n for n in [*names, *exclude] if n not in PROBES]
     if unknown:

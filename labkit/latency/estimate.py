@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labkit.latency.table import LatencyTable
+from labkit.latency.ladder import LatencyTable
 
 __all__ = ["napkin"]
 

@@ -1,9 +1,9 @@
 """Charts of garbage-collector pauses (Altair, offline like every labkit chart); nothing here measures.
 
-    gc_charts.pauses_beside_latency(load, pauses)   # requests and collections on one time axis
-    gc_charts.pause_histogram(pauses)               # how long collections take, per generation
-    gc_charts.process_rounds(comparison)            # two processes' P99 and largest pause, round by round
-    gc_charts.memory_growth(frame)                  # memory over iterations, GC on and off
+    alloc.pauses_chart(load, pauses)   # requests and collections on one time axis
+    alloc.pause_histogram_chart(pauses)               # how long collections take, per generation
+    alloc.process_rounds_chart(comparison)            # two processes' P99 and largest pause, round by round
+    alloc.memory_growth_chart(frame)                  # memory over iterations, GC on and off
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 
 from labkit.errors import BadInputError
 
-__all__ = ["pauses_beside_latency", "pause_histogram", "process_rounds", "memory_growth", "GEN_COLOURS"]
+__all__ = ["pauses_chart", "pause_histogram_chart", "process_rounds_chart", "memory_growth_chart", "GEN_COLOURS"]
 
 #: one colour per generation, the same in every chart
 GEN_COLOURS = alt.Scale(domain=["gen 0", "gen 1", "gen 2"], range=["#9ecae1", "#fd8d3c", "#d62728"])
@@ -29,7 +29,7 @@ def _pauses_frame(pauses: Any) -> pd.DataFrame:
     return df.assign(gen=df["generation"].map(lambda g: f"gen {g}"))
 
 
-def pauses_beside_latency(load: Any, pauses: Any, *, min_gen: int = 0, width: int = 760,
+def pauses_chart(load: Any, pauses: Any, *, min_gen: int = 0, width: int = 760,
                           title: str = "Every request's latency, and every GC pause, on one time axis") -> alt.VConcatChart:
     """Two panels sharing the time axis (seconds into the load's measured window): each request as a dot
     (latency from its intended send time, log scale, the run's P99 dashed), and each collection as a bar as
@@ -65,7 +65,7 @@ def pauses_beside_latency(load: Any, pauses: Any, *, min_gen: int = 0, width: in
     return alt.vconcat(top, bars.properties(width=width, height=110), title=title).resolve_scale(x="shared")
 
 
-def pause_histogram(pauses: Any, *, title: str = "How long the collections took, per generation") -> alt.Chart:
+def pause_histogram_chart(pauses: Any, *, title: str = "How long the collections took, per generation") -> alt.Chart:
     """Pauses binned on a log scale of milliseconds (a bar per bin and generation, stacked)."""
     pf = _pauses_frame(pauses)
     if pf.empty:
@@ -88,7 +88,7 @@ def pause_histogram(pauses: Any, *, title: str = "How long the collections took,
     ).properties(width=520, height=200)
 
 
-def process_rounds(comparison: Any, *, title: str | None = None) -> alt.HConcatChart:
+def process_rounds_chart(comparison: Any, *, title: str | None = None) -> alt.HConcatChart:
     """Round by round, each process's P99 (left) and its largest GC pause (right), from
     :func:`labkit.alloc.compare_processes` — a process-level comparison, labelled so."""
     df = comparison.to_frame() if hasattr(comparison, "to_frame") else comparison
@@ -103,10 +103,10 @@ def process_rounds(comparison: Any, *, title: str | None = None) -> alt.HConcatC
     return alt.hconcat(left.properties(width=330, height=220), right.properties(width=330, height=220), title=head)
 
 
-def memory_growth(frame: pd.DataFrame, *, title: str = "Memory held, with the collector on and off") -> alt.Chart:
+def memory_growth_chart(frame: pd.DataFrame, *, title: str = "Memory held, with the collector on and off") -> alt.Chart:
     """Lines of ``mib`` over ``iteration``, one per ``gc`` setting (columns: iteration, mib, gc)."""
     if not {"iteration", "mib", "gc"} <= set(frame.columns):
-        raise BadInputError("memory_growth takes a frame with columns iteration, mib and gc")
+        raise BadInputError("memory_growth_chart takes a frame with columns iteration, mib and gc")
     return alt.Chart(frame, title=title).mark_line(point=True).encode(
         alt.X("iteration:Q", title="requests handled"), alt.Y("mib:Q", title="memory held (MiB, tracemalloc)"),
         alt.Color("gc:N", title="collector"), tooltip=["gc:N", "iteration:Q", alt.Tooltip("mib:Q", format=".2f")],

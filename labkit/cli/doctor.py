@@ -1,0 +1,23 @@
+"""``labkit doctor``: run every check of :mod:`labkit.doctor` and print what to do where one fails."""
+
+from __future__ import annotations
+
+import argparse
+
+from labkit import doctor
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print every check; exit 1 when any failed."""
+    argparse.ArgumentParser(prog="labkit doctor", description=doctor.__doc__).parse_args(argv)
+    results = doctor.run_checks()
+    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    for c in results:
+        print(f"[{mark[c.status]}] {c.name}: {c.detail}")
+        if c.fix and c.status != "ok":
+            print(f"       what to do: {c.fix}")
+    counts = {s: sum(c.status == s for c in results) for s in ("ok", "warn", "fail")}
+    print(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed")
+    return 1 if counts["fail"] else 0
