@@ -128,11 +128,12 @@ def _panel_notebook(name: str) -> dict:
     return dict(nb, cells=cells)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab(tmp_path_factory) -> Iterator[SimpleNamespace]:
     """JupyterLab on 127.0.0.1 over a temporary folder: a copy of notebooks/ (QUICK = True), into which a test
-    puts what it opens. ``lab.url``, ``lab.root`` (the folder), ``lab.data`` (its Jupyter data dir: the trust
-    database)."""
+    puts what it opens. One per session (per pytest-xdist worker): a lab's browser test runs beside that lab's
+    papermill test (conftest.py groups them), so a module-scoped server would start again for every lab.
+    ``lab.url``, ``lab.root`` (the folder), ``lab.data`` (its Jupyter data dir: the trust database)."""
     need_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
@@ -170,9 +171,9 @@ def _stop_kernels(lab) -> None:
         urllib.request.urlopen(urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE"), timeout=30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chromium() -> Iterator:
-    """One headless Chromium for the module; each test opens its own context (cookies, offline switch) in it."""
+    """One headless Chromium per session (per worker); each test opens its own context (cookies, offline) in it."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 
