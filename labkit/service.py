@@ -313,18 +313,21 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInputError, ServiceError, ValueError) as exc:
         print(f"labkit serve: {exc}", file=sys.stderr)
         return 2
-    with svc:
-        try:  # from the first line printed on: a Ctrl-C that comes early is still a clean stop (exit 0)
+    # Ctrl-C (SIGINT) and SIGTERM stop it, whatever this process inherited: a shell that starts a job in the
+    # background with `&` (no job control) starts it with SIGINT ignored, and Python then leaves it ignored
+    stop = threading.Event()
+    before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with svc:
             print(f"toyshop is up in {svc.start_s:.2f} s: {svc.url} (pid {svc.pid}); catalog {svc.catalog_url} "
                   f"(pid {svc.catalog_pid}). Try {svc.url}/customers/1/export — Ctrl-C stops it.", flush=True)
-            stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
             while not stop.wait(0.5):
                 if not svc.alive:
                     print(f"labkit serve: a toyshop process exited.\n{svc.log_tail()}", file=sys.stderr)
                     return 1
-        except KeyboardInterrupt:
-            pass
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: not set from Python
     return 0
 
 

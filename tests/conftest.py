@@ -1,7 +1,11 @@
-"""Shared fixtures: a fake nanosecond clock, a results folder per test, and the review template's report."""
+"""Shared fixtures: a fake nanosecond clock, a results folder per test, the review template's report, and every
+notebook's one QUICK run per session (``notebook_runs``: test_notebooks.py checks it, test_browser.py opens it)."""
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -51,12 +55,105 @@ def template_report(tmp_path_factory):
                            html=Path(run.html) if run is not None and run.html else None)
 
 
+@dataclass(frozen=True)
+class NotebookRun:
+    """One notebook executed top to bottom by papermill with ``QUICK = True`` (if it has a parameters cell)."""
+
+    source: Path
+    executed: Path           # the executed copy, every output and the widgets' state kept
+    results: Path            # its PERFLAB_RESULTS folder
+    secs: float              # the execution only
+    error: BaseException | None = None
+
+    def check(self) -> NotebookRun:
+        """The run, or the papermill error that stopped it (raised again, for every test that reads the run)."""
+        if self.error is not None:
+            raise self.error
+        return self
+
+
+class NotebookRuns:
+    """Each notebook runs at most once per session, on first request, whichever test asks first (LABS.md: at
+    most two executions per lab per suite run; this is one of them)."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self._runs: dict[str, NotebookRun] = {}
+
+    def get(self, source: Path) -> NotebookRun:
+        if source.name not in self._runs:
+            self._runs[source.name] = self._execute(source)
+        return self._runs[source.name]
+
+    def _execute(self, source: Path) -> NotebookRun:
+        import papermill
+
+        folder = self.work / source.stem
+        folder.mkdir()
+        executed, results = folder / source.name, folder / "results"
+        nb = json.loads(source.read_text())
+        has_params = any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"]
+                         if c["cell_type"] == "code")
+        error = None
+        t0 = time.perf_counter()
+        with pytest.MonkeyPatch.context() as mp:  # the kernel inherits this process's environment
+            mp.setenv("PERFLAB_RESULTS", str(results))
+            try:
+                papermill.execute_notebook(str(source), str(executed), parameters={"QUICK": True} if has_params else {},
+                                           kernel_name="python3", cwd=str(source.parent), progress_bar=False,
+                                           log_output=False)
+            except Exception as exc:  # kept and raised again by NotebookRun.check in every test that reads it
+                error = exc
+        return NotebookRun(source, executed, results, time.perf_counter() - t0, error)
+
+
+@pytest.fixture(scope="session")
+def notebook_runs(tmp_path_factory) -> NotebookRuns:
+    return NotebookRuns(tmp_path_factory.mktemp("notebook-runs"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
+def pytest_collection_modifyitems(session, config, items):
+    """Three rules, so that no test module has to remember them:
+
+    - the browser tests go last: they open the notebooks that test_notebooks.py executed (``notebook_runs``),
+      so each run's time is charged to the test that checks it, and the browser finds the runs already made;
+    - a test that reads a session fixture's product shares a worker (``make test`` runs two, pytest-xdist's
+      ``--dist loadgroup``) with the other tests that read it: a notebook's run and its browser test, the
+      template's report and its readers — each is made once per suite run, not once per worker;
+    - every grader test module (it defines ``GRADER_CASES``) is ``slow``: a grader times real work, so the
+      inner loop (``make unit``: ``-m "not slow"``) leaves it out.
+    """
+    items.sort(key=lambda item: item.path.name == "test_browser.py")  # a stable sort: the order is otherwise kept
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "notebook_runs" in fixtures:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            names = [Path(str(v)).name for v in params.values() if str(v).endswith(".ipynb")]
+            item.add_marker(pytest.mark.xdist_group(f"notebook-{names[0]}" if names else "notebooks"))
+        elif "template_report" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("template-report"))
+        if hasattr(getattr(item, "module", None), "GRADER_CASES"):
+            item.add_marker(pytest.mark.slow)
+
+
+_NOTEBOOK_TIMES: dict[str, tuple[float, float]] = {}
+
+
+def pytest_runtest_logreport(report):
+    # a notebook's run time travels with its test's report (user_properties), so the table below is complete
+    # whichever process ran the test (each pytest-xdist worker reports to the one that prints)
+    for key, value in getattr(report, "user_properties", ()):
+        if key == "perflab_notebook_time":
+            name, secs, budget = value
+            _NOTEBOOK_TIMES[name] = (secs, budget)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The notebooks' QUICK runs, slowest first, against their budgets (tests/test_notebooks.py: BUDGET_S)."""
-    times = getattr(config, "perflab_notebook_times", None)
-    if not times:
+    if not _NOTEBOOK_TIMES or hasattr(config, "workerinput"):  # a pytest-xdist worker prints nothing
         return
     terminalreporter.section("notebook run times (QUICK; budget in brackets)")
-    for name, (secs, budget) in sorted(times.items(), key=lambda kv: -kv[1][0]):
+    for name, (secs, budget) in sorted(_NOTEBOOK_TIMES.items(), key=lambda kv: -kv[1][0]):
         mark = "   <-- OVER BUDGET: make its QUICK settings smaller" if secs > budget else ""
         terminalreporter.write_line(f"{secs:7.1f} s  [{budget:.0f} s]  {name}{mark}")

@@ -1,12 +1,17 @@
-"""A learner's view: JupyterLab in headless Chromium runs a lab, a panel is clicked, charts draw, all offline.
+"""A learner's view: every lab as it ran, open in JupyterLab in headless Chromium, every chart painted, all offline;
+and the labs' panels, clicked in a live kernel.
 
 Needs Debian's chromium and the playwright package (.ci/run installs chromium). Outside CI the tests are
 skipped when Chromium is missing; in CI (CI=true) a missing browser is a failure.
 
-JupyterLab serves a temporary copy of ``notebooks/`` (outputs never land in the checkout). Every request the
-page makes is watched: one that leaves 127.0.0.1 (or fails) fails the test. Labs with a panel add a test here
-with :func:`run_notebook` and :func:`click_panel`; each such test counts as one of the lab's (at most two)
-executions per suite run.
+A lab is not run again here: test_notebooks.py's papermill run of it (``notebook_runs`` in conftest.py, once per
+session) is opened in JupyterLab as a learner would reopen a lab they ran — trusted, its widgets drawn from the
+state the run saved — and every chart it drew must be painted there. Only the panels need a live kernel: each
+panel's test runs the lab's own cells that build the panel (``PANELS``), clicks Run and waits for the click's
+result on the chart; with the papermill run, that is the lab's two executions per suite run (tests/README.md).
+
+JupyterLab serves a temporary folder (outputs never land in the checkout). Every request the page makes is
+watched: one that leaves 127.0.0.1 (or fails) fails the test.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,6 +40,24 @@ LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:", "file
 CHART = ".vega-embed canvas, .vega-embed svg.marks"
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+#: every lab, as its papermill run left it: how many charts it draws at least (besides every JupyterChart the
+#: run's outputs hold, which must all be painted). A new lab gets a row here (test_every_lab_is_opened…).
+CHARTS = {"00_method.ipynb": 3, "01_latency_numbers.ipynb": 3, "02_nplusone.ipynb": 3, "03_preallocation.ipynb": 3,
+          "04_data_layout.ipynb": 6, "05_serialization.ipynb": 3, "06_gc_profiling.ipynb": 10,
+          "07_tail_latency.ipynb": 8, "08_capstone.ipynb": 8}
+
+#: the live part of a lab with a panel: after its parameters cells (QUICK = True), the lab's own cells that build
+#: the panel — each named by a line only it contains — and, as plain code, stand-ins for what the sections before
+#: the panel measured (the test checks the panel answers a click, not those figures)
+PANELS: dict[str, list[str | tuple[str]]] = {
+    "04_data_layout.ipynb": [("explorer = layout_panel(",)],
+    "07_tail_latency.ipynb": [("shop = Services(",),
+                              "RULE = CORES * 2   # stand-ins: section 6's rule and a knee the panel's rates fit\n"
+                              "KNEE = 800.0",
+                              ("panel = pool_panel(",),
+                              "shop.close()"],
+}
 
 
 def _free_port() -> int:
@@ -66,19 +90,50 @@ def need_chromium() -> None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
 
 
+def _code(source: str) -> dict:
+    return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
+
+
+def _quick_cells(nb: dict) -> list[dict]:
+    """The parameters cell with ``QUICK = True``, and the cell after it if that one applies QUICK's settings."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    [i] = [i for i, c in enumerate(code) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    cells = [dict(code[i], source="".join(code[i]["source"]).replace("QUICK = False", "QUICK = True", 1))]
+    if i + 1 < len(code) and "".join(code[i + 1]["source"]).startswith("if QUICK:"):
+        cells.append(code[i + 1])
+    return cells
+
+
 def _quick(path: Path) -> None:
     """Set ``QUICK = True`` in a notebook's parameters cell: the browser runs each lab's quick version."""
     nb = json.loads(path.read_text())
     for cell in nb["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            source = "".join(cell["source"])
-            cell["source"] = source.replace("QUICK = False", "QUICK = True", 1)
+            cell["source"] = "".join(cell["source"]).replace("QUICK = False", "QUICK = True", 1)
     path.write_text(json.dumps(nb))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Iterator[str]:
-    """JupyterLab on 127.0.0.1 over a temporary copy of notebooks/, every lab set to ``QUICK = True``."""
+def _panel_notebook(name: str) -> dict:
+    """A notebook of lab ``name``'s QUICK parameters, the cells that build its panel and the stand-ins (PANELS)."""
+    nb = json.loads((ROOT / "notebooks" / name).read_text())
+    cells = _quick_cells(nb)
+    for part in PANELS[name]:
+        if isinstance(part, str):
+            cells.append(_code(part))
+            continue
+        found = [c for c in nb["cells"] if c["cell_type"] == "code" and part[0] in "".join(c["source"])]
+        assert len(found) == 1, f"{name}: {len(found)} cells contain {part[0]!r}; PANELS in test_browser.py names " \
+                                "each cell the panel needs by a line only that cell has"
+        cells.append(dict(found[0], outputs=[], execution_count=None))
+    return dict(nb, cells=cells)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory) -> Iterator[SimpleNamespace]:
+    """JupyterLab on 127.0.0.1 over a temporary folder: a copy of notebooks/ (QUICK = True), into which a test
+    puts what it opens. One per session (per pytest-xdist worker): a lab's browser test runs beside that lab's
+    papermill test (conftest.py groups them), so a module-scoped server would start again for every lab.
+    ``lab.url``, ``lab.root`` (the folder), ``lab.data`` (its Jupyter data dir: the trust database)."""
     need_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
@@ -92,42 +147,98 @@ def lab(tmp_path_factory) -> Iterator[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(value)
     port = _free_port()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), PERFLAB_RESULTS=str(tmp / "results"))
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), PERFLAB_RESULTS=str(tmp / "results"),
+               JUPYTER_DATA_DIR=str(tmp / "data"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
-         "--ServerApp.token=", "--ServerApp.password=", "--LabApp.news_url=None",
+         "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None",
          f"--ServerApp.root_dir={tmp / 'notebooks'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until(lambda: _up(f"http://127.0.0.1:{port}/api/status"), 90, "JupyterLab did not start")
-        yield f"http://127.0.0.1:{port}"
+        _wait_until(lambda: _up(f"{url}/api/status"), 90, "JupyterLab did not start")
+        yield SimpleNamespace(url=url, root=tmp / "notebooks", data=tmp / "data")
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
 
 
-@contextmanager
-def browser_page(url: str) -> Iterator[tuple]:
-    """A Chromium page on ``url`` and the lists of requests that failed or left the machine."""
+def _stop_kernels(lab) -> None:
+    """Shut down every kernel the page started (JupyterLab keeps them when a page closes)."""
+    with urllib.request.urlopen(f"{lab.url}/api/kernels", timeout=10) as r:
+        kernels = json.load(r)
+    for k in kernels:
+        urllib.request.urlopen(urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE"), timeout=30)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator:
+    """One headless Chromium per session (per worker); each test opens its own context (cookies, offline) in it."""
+    need_chromium()
     from playwright.sync_api import sync_playwright
 
-    failed: list[str] = []
-    outside: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
-        page.on("requestfailed", lambda r: failed.append(f"{r.url} -> {r.failure}"))
-        page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(LOCAL) else None)
-        page.goto(url, wait_until="domcontentloaded")
         try:
-            yield page, failed, outside
+            yield browser
         finally:
             browser.close()
 
 
+@contextmanager
+def browser_page(chromium, url: str, lab=None) -> Iterator[tuple]:
+    """A Chromium page on ``url`` and the lists of requests that failed or left the machine; on leaving, the
+    kernels the page started in ``lab`` are shut down."""
+    failed: list[str] = []
+    outside: list[str] = []
+    context = chromium.new_context(viewport={"width": 1300, "height": 1000})
+    page = context.new_page()
+    page.on("requestfailed", lambda r: failed.append(f"{r.url} -> {r.failure}"))
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(LOCAL) else None)
+    page.goto(url, wait_until="domcontentloaded")
+    try:
+        yield page, failed, outside
+    finally:
+        context.close()
+        if lab is not None:
+            _stop_kernels(lab)
+
+
+def _executed(notebook_runs, name: str) -> Path:
+    run = notebook_runs.get(ROOT / "notebooks" / name)
+    if run.error is not None:
+        pytest.fail(f"{name} did not run under papermill, so there is nothing to open (test_notebooks.py shows "
+                    f"why): {type(run.error).__name__}: {str(run.error)[:300]}")
+    return run.executed
+
+
+def _serve_trusted(lab, nb: dict, name: str) -> None:
+    """Put a notebook in the lab's folder, signed as trusted (as a notebook that ran in this JupyterLab is): an
+    untrusted notebook's widgets and HTML outputs are not drawn."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    node = nbformat.from_dict(nb)
+    NotebookNotary(data_dir=str(lab.data)).sign(node)
+    (lab.root / name).write_text(nbformat.writes(node))
+
+
+def _jupyter_charts(nb: dict) -> int:
+    """How many Altair JupyterCharts the executed notebook's outputs show (the widget state names each view)."""
+    view = "application/vnd.jupyter.widget-view+json"
+    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return sum(1 for c in nb["cells"] for o in c.get("outputs", []) if view in o.get("data", {})
+               and state.get(o["data"][view]["model_id"], {}).get("state", {}).get("_anywidget_id", "")
+               .endswith("JupyterChart"))
+
+
+def wait_for_cells(page) -> None:
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+
+
 def run_notebook(page, timeout_s: float = 240) -> None:
     """Run All Cells in the open notebook once its kernel is idle, and wait until every cell has run."""
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    wait_for_cells(page)
 
     # the kernel must be up before Run All (no fixed sleep); JupyterLab sometimes asks which kernel to start
     def kernel_ready() -> bool:
@@ -171,14 +282,6 @@ def assert_offline(page, failed: list[str], outside: list[str]) -> None:
     assert not outside, f"requests left the machine: {outside}"
 
 
-def test_index_panel_runs_and_draws_its_chart_with_no_network(lab):
-    with browser_page(f"{lab}/lab/tree/index.ipynb?reset") as (page, failed, outside):
-        run_notebook(page)
-        click_panel(page)
-        assert "done" in page.locator(".labkit-panel").first.inner_text()
-        assert_offline(page, failed, outside)
-
-
 _BLANK_JS = """(el) => {
   // a canvas with no painted pixel, or an SVG with no mark inside, is a blank frame
   const c = el.querySelector('canvas');
@@ -193,7 +296,7 @@ def assert_charts_drawn(page, at_least: int) -> None:
     """Every Altair chart in the notebook's outputs is painted (none blank), and there are ``at_least`` of them."""
     page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=60_000)
     embeds = page.locator(".jp-OutputArea-output .vega-embed")
-    assert embeds.count() >= at_least, f"expected at least {at_least} charts, found {embeds.count()}"
+    _wait_until(lambda: embeds.count() >= at_least, 60, f"expected at least {at_least} charts, found {embeds.count()}")
     blank = []
     for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
         embeds.nth(i).scroll_into_view_if_needed()
@@ -203,45 +306,68 @@ def assert_charts_drawn(page, at_least: int) -> None:
     assert not blank, f"charts drawn blank: {blank}"
 
 
-#: labs with no test of their own below: each runs QUICK in the browser, every chart painted, nothing leaves
-#: 127.0.0.1 (with the papermill run, the lab's two executions per suite run). How many charts each draws at least.
-_PLAIN_LABS = {"00_method.ipynb": 3, "01_latency_numbers.ipynb": 3, "02_nplusone.ipynb": 3,
-               "03_preallocation.ipynb": 3, "05_serialization.ipynb": 3, "08_capstone.ipynb": 8}
-
-
-@pytest.mark.parametrize("name", sorted(_PLAIN_LABS))
-def test_lab_runs_in_the_browser_every_chart_drawn_with_no_network(lab, name):
-    with browser_page(f"{lab}/lab/tree/{name}?reset") as (page, failed, outside):
-        run_notebook(page, timeout_s=420)
-        assert_charts_drawn(page, at_least=_PLAIN_LABS[name])
+@pytest.mark.parametrize("name", sorted(CHARTS))
+def test_lab_as_it_ran_opens_in_jupyterlab_every_chart_drawn_with_no_network(lab, chromium, notebook_runs, name):
+    nb = json.loads(_executed(notebook_runs, name).read_text())
+    _serve_trusted(lab, nb, name)
+    with browser_page(chromium, f"{lab.url}/lab/tree/{name}?reset", lab) as (page, failed, outside):
+        wait_for_cells(page)
+        assert_charts_drawn(page, at_least=max(CHARTS[name], _jupyter_charts(nb)))
+        if name == "06_gc_profiling.ipynb":
+            _assert_flame_graphs_drawn(page)
         assert_offline(page, failed, outside)
 
 
-def test_lab06_flame_graphs_and_gc_charts_draw_with_no_network(lab):
-    with browser_page(f"{lab}/lab/tree/06_gc_profiling.ipynb?reset") as (page, failed, outside):
-        run_notebook(page, timeout_s=600)
-        assert_charts_drawn(page, at_least=10)
-        frames = page.locator("iframe.labkit-frame")
-        assert frames.count() == 2, "py-spy's and memray's own flame graphs"
-        frames.nth(0).scroll_into_view_if_needed()
-        spy = page.frame_locator("iframe.labkit-frame").nth(0)
-        spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
-        assert spy.locator("svg rect").count() > 5
-        frames.nth(1).scroll_into_view_if_needed()
-        mem = page.frame_locator("iframe.labkit-frame").nth(1)
-        mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
-        assert mem.locator("#chart svg g rect").count() > 3
+def _assert_flame_graphs_drawn(page) -> None:
+    frames = page.locator("iframe.labkit-frame")
+    assert frames.count() == 2, "py-spy's and memray's own flame graphs"
+    frames.nth(0).scroll_into_view_if_needed()
+    spy = page.frame_locator("iframe.labkit-frame").nth(0)
+    spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
+    assert spy.locator("svg rect").count() > 5
+    frames.nth(1).scroll_into_view_if_needed()
+    mem = page.frame_locator("iframe.labkit-frame").nth(1)
+    mem.locator("#chart svg g rect").nth(3).wait_for(timeout=60_000)   # memray draws its graph with d3
+    assert mem.locator("#chart svg g rect").count() > 3
+
+
+def test_index_panel_runs_and_draws_its_chart_with_no_network(lab, chromium):
+    with browser_page(chromium, f"{lab.url}/lab/tree/index.ipynb?reset", lab) as (page, failed, outside):
+        run_notebook(page)
+        click_panel(page)
+        assert "done" in page.locator(".labkit-panel").first.inner_text()
         assert_offline(page, failed, outside)
 
 
-def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
+def test_lab04_layout_panel_answers_a_click_with_no_network(lab, chromium):
+    (lab.root / "panel-04.ipynb").write_text(json.dumps(_panel_notebook("04_data_layout.ipynb")))
+    with browser_page(chromium, f"{lab.url}/lab/tree/panel-04.ipynb?reset", lab) as (page, failed, outside):
+        run_notebook(page, timeout_s=120)
+        panel = page.locator(".labkit-panel").first
+        assert _results_shown(panel) == 1, panel.inner_text()  # QUICK ran the panel once, as the lab does
+        click_panel(page)                                      # the click must add a second result
+        assert _results_shown(panel) == 2, panel.inner_text()
+        assert_offline(page, failed, outside)
+
+
+def test_lab07_pool_panel_adds_a_bounded_step_and_draws_it_with_no_network(lab, chromium):
+    (lab.root / "panel-07.ipynb").write_text(json.dumps(_panel_notebook("07_tail_latency.ipynb")))
+    with browser_page(chromium, f"{lab.url}/lab/tree/panel-07.ipynb?reset", lab) as (page, failed, outside):
+        run_notebook(page, timeout_s=180)
+        panel = page.locator(".labkit-panel").first
+        assert _results_shown(panel) == 1, panel.inner_text()  # the cell's own step drew the first point
+        click_panel(page)                                      # the click must add the second
+        assert _results_shown(panel) == 2, panel.inner_text()
+        assert_offline(page, failed, outside)
+
+
+def test_report_opens_offline_with_every_chart_drawn(template_report, chromium, tmp_path):
     # the review template's report (conftest.py: `labkit report --quick`, once per session), alone in a folder
-    need_chromium()
     assert template_report.code == 0, "labkit report of the template failed: see test_report.py"
     page_file = tmp_path / "report.html"
     shutil.copy(template_report.html, page_file)
     charts = page_file.read_text().count('class="marks"')
-    with browser_page("about:blank") as (page, failed, outside):
+    with browser_page(chromium, "about:blank") as (page, failed, outside):
         requested: list[str] = []
         page.on("request", lambda r: requested.append(r.url))
         page.context.set_offline(True)                       # the network is gone: only the file can load
@@ -255,31 +381,8 @@ def test_report_opens_offline_with_every_chart_drawn(template_report, tmp_path):
         assert requested == [page_file.as_uri()], requested
 
 
-def test_lab04_runs_quick_every_chart_draws_and_its_layout_panel_answers_a_click(lab):
-    nb = json.loads((ROOT / "notebooks" / "04_data_layout.ipynb").read_text())
-    charts = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
-                 and any(k in "".join(c["source"]) for k in ("_chart(", "charts.ab(")))
-    with browser_page(f"{lab}/lab/tree/04_data_layout.ipynb?reset") as (page, failed, outside):
-        run_notebook(page, timeout_s=420)
-        drawn = page.locator(f".jp-OutputArea-output :is({CHART})").count()
-        click_panel(page)  # QUICK already ran the panel once: the click must add a second result
-        assert drawn >= charts >= 6, f"{drawn} charts drawn; {charts} of the lab's cells draw one"
-        assert_offline(page, failed, outside)
-
-
-def test_lab07_pool_panel_adds_a_bounded_step_and_draws_it_with_no_network(lab):
-    with browser_page(f"{lab}/lab/tree/07_tail_latency.ipynb?reset") as (page, failed, outside):
-        run_notebook(page, timeout_s=420)
-        panel = page.locator(".labkit-panel").first
-        assert _results_shown(panel) == 1, panel.inner_text()  # the notebook's own step drew the first point
-        click_panel(page)                                      # the click must add the second
-        assert _results_shown(panel) == 2, panel.inner_text()
-        assert_charts_drawn(page, at_least=8)
-        assert_offline(page, failed, outside)
-
-
 def test_every_lab_is_opened_in_the_browser_by_some_test():
-    # a new lab gets a test here (its own, or a row in _PLAIN_LABS): LABS.md asks every lab to be opened
-    here = Path(__file__).read_text()
-    missing = [p.name for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if p.name not in here]
-    assert not missing, f"labs no browser test opens: {missing} (add them to _PLAIN_LABS or give them a test)"
+    # a new lab gets a row in CHARTS (and, with a panel, in PANELS and a test of its own): LABS.md asks every
+    # lab to be opened in a real browser, every chart drawn
+    missing = [p.name for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if p.name not in CHARTS]
+    assert not missing, f"labs no browser test opens: {missing} (add them to CHARTS in tests/test_browser.py)"

@@ -134,6 +134,7 @@ def test_hop_inline_runs_on_the_loop_while_the_cache_hits_and_retries_a_miss_on_
     svc.close()
 
 
+@pytest.mark.slow  # every customer, twice: seconds
 def test_all_fixes_answer_what_the_baseline_answers_for_every_customer(db):
     # GIVEN one service, WHEN every customer of the small dataset (and an unknown one) is exported with the
     # baseline and with every fix, THEN the decoded bodies are equal, and so are the errors
@@ -212,6 +213,7 @@ def test_a_temporary_log_is_removed_on_close():
 
 
 # -- the real service -------------------------------------------------------------------------------------------
+@pytest.mark.slow  # starts the real service
 def test_queued_log_loses_nothing_when_the_service_stops(tmp_path):
     path = tmp_path / "requests.log"
     with start(size="small", request_log=path) as svc:
@@ -229,6 +231,7 @@ def cached_service():
         yield svc
 
 
+@pytest.mark.slow  # the real service (cached_service)
 def test_a_changed_product_is_served_within_the_documented_staleness(cached_service):
     svc = cached_service
     shop = Endpoint(svc.url)
@@ -250,6 +253,7 @@ def test_a_changed_product_is_served_within_the_documented_staleness(cached_serv
         assert 0 <= r.dur_ms("cache_age") <= MAX_STALE_S * 1e3 and r.count("cache_hit") > 0
 
 
+@pytest.mark.slow  # the real service (cached_service)
 def test_refreshes_during_a_load_run_lose_no_request(cached_service):
     import labkit.load
 

@@ -1,19 +1,18 @@
 """Every notebook runs top to bottom with ``QUICK = True`` (papermill), within its time budget, and is committed clean.
 
 The budget (tests/README.md): each lab's QUICK run ≤ 90 s on a 2-core machine, each lab executed at most twice
-per suite run (here, and perhaps once more in the browser test), the whole suite ≤ 20 minutes. A notebook not
-registered in BUDGET_S fails the suite — every lab must be tested. The slowest runs are printed at the end of
-the session (see conftest.py), with any over budget marked; a test never fails on speed. Each run's report
-(``labkit report``, issue 16) is rendered from that same run, so reports cost no extra execution.
+per suite run, the whole suite ≤ 10 minutes (LABS.md). The run is made once per session by ``notebook_runs``
+(conftest.py) and shared: this module checks it and renders its report from it (``labkit report``, issue 16),
+test_browser.py opens it in JupyterLab — neither executes the lab again. A notebook not registered in BUDGET_S
+fails the suite — every lab must be tested. The slowest runs are printed at the end of the session (see
+conftest.py), with any over budget marked; a test never fails on speed.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -66,25 +65,17 @@ def test_notebook_is_committed_clean(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
-def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch, request):
-    import papermill
-
-    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "results"))
-    params = {"QUICK": True} if _has_parameters(json.loads(path.read_text())) else {}
-    out = tmp_path / path.name
-    t0 = time.perf_counter()
-    papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3", cwd=str(path.parent),
-                               progress_bar=False, log_output=False)
-    secs = time.perf_counter() - t0  # the run only: rendering its report below is not the notebook's time
-    request.config.__dict__.setdefault("perflab_notebook_times", {})[path.name] = (secs, BUDGET_S[path.name])
-    nb = json.loads(out.read_text())
+def test_notebook_runs_top_to_bottom(path, notebook_runs, request):
+    run = notebook_runs.get(path)  # papermill, QUICK = True: this session's one run of it (conftest.py)
+    request.node.user_properties.append(("perflab_notebook_time", (path.name, run.secs, BUDGET_S[path.name])))
+    run.check()
+    nb = json.loads(run.executed.read_text())
     cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
     # charts must use an offline renderer: never the bare Vega-Lite mimetype (JupyterLab 4 cannot draw v6)
     mimes = {m for c in cells for o in c.get("outputs", []) for m in o.get("data", {})}
     assert not any(m.startswith("application/vnd.vegalite") for m in mimes), mimes
     assert not [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert os.environ["PERFLAB_RESULTS"].startswith(str(tmp_path))
-    _assert_reportable(out, tmp_path / "results", nb)
+    _assert_reportable(run.executed, run.results, nb)
 
 
 def _assert_reportable(executed: Path, results: Path, nb: dict) -> None:

@@ -139,9 +139,13 @@ def test_concurrent_catalog_client_uses_a_connection_per_thread(svc):
         assert 2 <= len(cat._conns) <= 4  # one keep-alive connection per pool thread that ran a chunk
 
 
-def test_labkit_serve_runs_until_interrupted():
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_labkit_serve_runs_until_interrupted(inherited):
+    # the child's SIGINT disposition is set here, not inherited from however the suite was started: a shell's
+    # `make test &` ignores SIGINT, and Ctrl-C must stop `labkit serve` started from such a shell all the same
     proc = subprocess.Popen([sys.executable, "-m", "labkit", "serve", "--port", "0", "--variant", "n1=join"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, inherited))
     try:
         line = proc.stdout.readline()
         assert "toyshop is up" in line, proc.stderr.read() if proc.poll() is not None else line

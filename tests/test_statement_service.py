@@ -146,6 +146,7 @@ def _default_urls(rng: random.Random) -> list[str]:
     return urls
 
 
+@pytest.mark.slow  # a forked process per request
 def test_default_endpoints_share_no_state_between_requests(client):
     # GIVEN requests of very different sizes, interleaved on one warm service
     urls = _default_urls(random.Random(3))
