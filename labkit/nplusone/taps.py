@@ -46,14 +46,15 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 
 # A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
 # recording allocates nothing the garbage collector has to track, and the report is built only when read):
-#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site code, site f_lasti
+#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site code, site f_lasti,
+#   caller code, caller f_lasti (see sites.site_of)
 # ``one``: params was a 1-tuple and the slot holds its only value (the usual ``(id,)``): a tuple kept alive
 # per query would count towards the garbage collector's gen-0 threshold, an int does not.
 # For ``"call"`` and ``"vm"`` timing the duration is completed in place later (a cursor's fetches, or for
 # "vm" the next statement): whoever recorded it keeps the slot's position (``_slot``). Nothing per query is
 # kept alive beyond the buffer's slots, so a watched block does not push the garbage collector into extra
 # collections. For ``"observer"`` the params slot holds the HTTP method and the statement slot the URL.
-REC = 7
+REC = 9
 DUR = 4  # index of the duration within a record
 Marks = list[tuple[list[Any], int]]  # (buffer, position of a duration slot), one per sink
 
@@ -116,21 +117,21 @@ class Tap:
         sinks = self.sinks
         if len(sinks) == 1:  # the usual case, once per query: kept short
             sink = sinks[0]
-            code, lasti = site_of(sink.known, sink.decide, self.hint)
+            code, lasti, pcode, plasti = site_of(sink.known, sink.decide, self.hint)
             buf = sink.buf
-            buf += (meta, statement, params, start_ns, duration_ns, code, lasti)
+            buf += (meta, statement, params, start_ns, duration_ns, code, lasti, pcode, plasti)
             pos = len(buf) - REC + DUR
             if buf[pos - 1] != start_ns or buf[pos - 3] is not statement:  # another thread appended meanwhile
                 pos = _slot(buf, statement, start_ns)
             return [(buf, pos)] if pos >= 0 else []
         marks = []
-        site: tuple[Any, int] = (None, 0)
+        site: tuple[Any, int, Any, int] = (None, 0, None, 0)
         skip: Any = None  # the skip rules *site* was found with: sinks with the same rules share it
         for sink in sinks:  # nested watches: no hint, it holds for one set of skip rules
             if sink.skip != skip:
                 site, skip = site_of(sink.known, sink.decide), sink.skip
             buf = sink.buf
-            buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
+            buf += (meta, statement, params, start_ns, duration_ns, *site)
             pos = _slot(buf, statement, start_ns)
             if pos >= 0:
                 marks.append((buf, pos))
