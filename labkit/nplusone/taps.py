@@ -21,8 +21,9 @@ Every tap records through ``Tap.record``, which finds the call site with the one
   statement shorter than that reads 0), and includes Python time spent between fetches of the same statement.
   Both callbacks are SQLite's single slots: a trace callback or progress handler you set yourself is replaced
   during the block and cleared after it.
-- ``"hook"`` — a SQLAlchemy ``Engine``: ``before/after_cursor_execute`` events; the DBAPI ``execute`` only,
-  not the fetch of rows (the ORM fetches right after).
+- ``"hook"`` — a SQLAlchemy ``Engine`` (its ``before/after_cursor_execute`` events) or a Django database
+  connection (``django.db.connection``: an execute wrapper, Django's own instrumentation hook): the DBAPI
+  ``execute`` only, not the fetch of rows (the ORM fetches right after). See ``labkit.nplusone.hooks``.
 - ``"observer"`` — an HTTP client with an ``observers`` list (``labkit.toyshop.catalog.CatalogClient``): the
   client's own measured duration of each call.
 """
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -297,41 +297,6 @@ class _TraceSqliteTap(Tap):
         self.target.set_progress_handler(None, PROGRESS_OPS)
 
 
-class _EngineTap(Tap):
-    """A SQLAlchemy Engine: cursor-execute events (timing ``"hook"``)."""
-
-    timing = "hook"
-
-    def install(self) -> None:
-        from sqlalchemy import event
-
-        clock = self.clock
-
-        def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-            conn.info.setdefault("_labkit_t0", []).append(clock())
-
-        def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-            stack = conn.info.get("_labkit_t0")
-            if stack:
-                t0 = stack.pop()
-                self.record(statement, parameters, t0, clock() - t0)
-
-        def on_error(ctx: Any) -> None:
-            conn = getattr(ctx, "connection", None)
-            if conn is not None and conn.info.get("_labkit_t0"):
-                conn.info["_labkit_t0"].pop()
-
-        self._hooks = (("before_cursor_execute", before), ("after_cursor_execute", after), ("handle_error", on_error))
-        for name, fn in self._hooks:
-            event.listen(self.target, name, fn)
-
-    def uninstall(self) -> None:
-        from sqlalchemy import event
-
-        for name, fn in self._hooks:
-            event.remove(self.target, name, fn)
-
-
 class _ObserverTap(Tap):
     """A client with an ``observers`` list of ``observer(method, url, duration_ns)`` (timing ``"observer"``)."""
 
@@ -364,25 +329,28 @@ def _make_tap(target: Any) -> Tap:
         return _TraceSqliteTap(target, "sqlite")
     if isinstance(getattr(target, "observers", None), list):
         return _ObserverTap(target, f"http:{type(target).__name__}")
-    if "sqlalchemy" in sys.modules:
-        from sqlalchemy.engine import Engine
+    from labkit.nplusone.hooks import hook_tap
 
-        engine = getattr(target, "sync_engine", target)  # AsyncEngine wraps a sync one
-        if isinstance(engine, Engine):
-            return _EngineTap(engine, f"sqlalchemy:{engine.url.get_backend_name()}")
+    tap = hook_tap(target)
+    if tap is not None:
+        return tap
     raise BadInputError(
         f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
-        "it knows sqlite3.Connection, SQLAlchemy Engine, and HTTP clients with an `observers` list "
-        "(observer(method, url, duration_ns)). Pass one of those, e.g. the connection your code queries."
+        "it knows sqlite3.Connection, SQLAlchemy Engine, Django's database connection (django.db.connection) "
+        "and HTTP clients with an `observers` list (observer(method, url, duration_ns)). Pass one of those, "
+        "e.g. the connection your code queries."
     )
 
 
 def tap_for(target: Any, sink: Sink) -> Tap:
     """Attach *sink* to *target*'s tap, creating and installing the tap on first use."""
+    from labkit.nplusone.hooks import hooked
+
     with _LOCK:
         tap = _TAPS.get(id(target))
         if tap is None:
-            key = id(getattr(target, "sync_engine", target))  # an AsyncEngine shares its sync engine's tap
+            target = hooked(target)  # an AsyncEngine shares its sync engine's tap, Django's proxy its connection's
+            key = id(target)
             tap = _TAPS.get(key)
         if tap is None:
             tap = _make_tap(target)
