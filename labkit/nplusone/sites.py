@@ -111,9 +111,10 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
     The one call-site walk of the detector. With a *hint* (one per tap: the site found last and the depth it
     was found at), a walk is saved when the frame at that depth is the same activation (same frame id and
     code) at the same instruction: the query comes from the same call expression as last time, so its site is
-    that line, found without walking (and materialising) the library's frames in between; its caller cannot
-    have changed while the frame is the same activation. Only the frame's id is kept, never the frame:
-    holding it would keep its locals alive after it returns.
+    that line, found without walking (and materialising) the library's frames in between. A frame's id can
+    be reused by a later activation of the same function, so the caller's code and instruction are compared
+    too. Only the frame's id is kept, never the frame: holding it would keep its locals alive after it
+    returns.
     Returns ``(None, 0, None, 0)`` when every frame is skipped.
     """
     if hint is not None:
@@ -125,7 +126,11 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
             except ValueError:
                 frame = None
             if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:  # type: ignore[union-attr]
-                return found  # type: ignore[no-any-return]
+                # a new activation can reuse a freed frame's id: the caller is checked, not assumed
+                back, pcode = frame.f_back, found[2]  # type: ignore[union-attr]
+                if (back is None and pcode is None) or (
+                        back is not None and back.f_code is pcode and back.f_lasti == found[3]):
+                    return found  # type: ignore[no-any-return]
     depth = 2  # site_of <- its caller <- where the walk starts
     frame = _getframe(depth)
     while frame is not None:
