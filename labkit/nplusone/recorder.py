@@ -52,8 +52,8 @@ class Watch:
                  keep: int = 100) -> None:
         if not targets:
             raise BadInputError(
-                "watch() needs at least one target: a sqlite3.Connection, a SQLAlchemy Engine or an HTTP "
-                "client with an `observers` list, e.g. watch(conn, catalog)."
+                "watch() needs at least one target: a sqlite3.Connection, a SQLAlchemy Engine, Django's "
+                "django.db.connection or an HTTP client with an `observers` list, e.g. watch(conn, catalog)."
             )
         if not isinstance(threshold, int) or threshold < 0:
             raise BadInputError(f"threshold={threshold!r}: expected an int >= 0 (a shape sent more than "
@@ -143,8 +143,10 @@ def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", sk
     Args:
         *targets: what to listen on: ``sqlite3.Connection`` (a subclass instance such as
             ``labkit.toyshop.db.connect``'s is timed precisely; a plain one through SQLite's trace callback and
-            progress handler — see ``labkit.nplusone.taps``), a SQLAlchemy ``Engine`` (its event hooks), and
-            HTTP clients with an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``.
+            progress handler — see ``labkit.nplusone.taps``), a SQLAlchemy ``Engine`` (its event hooks), a
+            Django connection such as ``django.db.connection`` (an execute wrapper, the cheap way in: pass it
+            rather than the ``sqlite3`` connection under it — ``labkit.nplusone.hooks``), and HTTP clients with
+            an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``.
         threshold: a shape sent more than this many times from one calling line in one block, one item at a
             time, is a suspect (default ``DEFAULT_THRESHOLD`` = 1: a loop that ran twice, as django-zeal's
             default; see ``labkit.nplusone.report``). The report still totals each shape over all lines.
