@@ -74,8 +74,9 @@ Known = Callable[[int], "bool | None"]
 Decide = Callable[[CodeType], bool]
 # A call site as recorded: (code, f_lasti) of the first frame not skipped, and (code, f_lasti) of its caller.
 Site = tuple["CodeType | None", int, "CodeType | None", int]
-# The call site found last, as [(depth, id(frame), code, f_lasti, site)] or [None]: see site_of.
+# The call sites found last, newest first, as (depth, id(frame), code, f_lasti, site): see site_of.
 Hint = list
+HINTS = 4  # sites remembered per tap: the lines of a loop body that send queries, usually fewer
 
 # id(code) -> skipped? One cache per extra-skip tuple. Code objects seen are kept alive in _KEEP, so their ids
 # are never reused while cached.
@@ -108,26 +109,25 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
     """``(code, f_lasti, caller code, caller f_lasti)`` of the first frame, from the caller's caller outwards,
     that is not skipped, and of the frame that called it (``None, 0`` at the top of a thread).
 
-    The one call-site walk of the detector. With a *hint* (one per tap: the site found last and the depth it
-    was found at), a walk is saved when the frame at that depth is the same activation (same frame id and
-    code) at the same instruction: the query comes from the same call expression as last time, so its site is
-    that line, found without walking (and materialising) the library's frames in between. A frame's id can
-    be reused by a later activation of the same function, so the caller's code and instruction are compared
-    too. Only the frame's id is kept, never the frame: holding it would keep its locals alive after it
-    returns.
+    The one call-site walk of the detector. With a *hint* (one per tap: the last ``HINTS`` sites found, each
+    with the depth it was found at), a walk is saved when the frame at one of those depths is the same
+    activation (same frame id and code) at the same instruction: the query comes from the same call
+    expression as then, so its site is that line, found without walking (and materialising) the library's
+    frames in between. Several are kept because a loop body often alternates between lines (``post.author``,
+    then ``post.author.posts``), each reached through the library at its own depth. A frame's id can be
+    reused by a later activation of the same function, so the caller's code and instruction are compared too.
+    Only the frame's id is kept, never the frame: holding it would keep its locals alive after it returns.
     Returns ``(None, 0, None, 0)`` when every frame is skipped.
     """
-    if hint is not None:
-        last = hint[0]
-        if last is not None:
-            depth, frame_id, code, lasti, found = last
+    if hint:
+        for depth, frame_id, code, lasti, found in hint:
             try:
                 frame = _getframe(depth)
             except ValueError:
-                frame = None
-            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:  # type: ignore[union-attr]
+                continue
+            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
                 # a new activation can reuse a freed frame's id: the caller is checked, not assumed
-                back, pcode = frame.f_back, found[2]  # type: ignore[union-attr]
+                back, pcode = frame.f_back, found[2]
                 if (back is None and pcode is None) or (
                         back is not None and back.f_code is pcode and back.f_lasti == found[3]):
                     return found  # type: ignore[no-any-return]
@@ -143,7 +143,8 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
             back = frame.f_back
             found = (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
             if hint is not None:
-                hint[0] = (depth, id(frame), code, lasti, found)
+                hint.insert(0, (depth, id(frame), code, lasti, found))
+                del hint[HINTS:]
             return found
         frame = frame.f_back
         depth += 1

@@ -102,7 +102,7 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
-        self.hint: Hint = [None]  # the call site found last (see sites.site_of); cleared when the sinks change
+        self.hint: Hint = []  # the call sites found last (see sites.site_of); cleared when the sinks change
 
     @property
     def clock(self) -> Clock:
@@ -359,7 +359,7 @@ def tap_for(target: Any, sink: Sink) -> Tap:
             _TAPS[key] = tap
         else:
             tap.sinks.append(sink)
-            tap.hint[0] = None
+            tap.hint.clear()
         return tap
 
 
@@ -368,7 +368,7 @@ def release(tap: Tap, sink: Sink) -> None:
     with _LOCK:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
-        tap.hint[0] = None
+        tap.hint.clear()
         first = tap.sinks[0] if tap.sinks else None
         for i, s in enumerate(tap.sinks):
             if s is sink:
