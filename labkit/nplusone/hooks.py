@@ -38,7 +38,7 @@ class _EngineTap(Tap):
             stack = conn.info.get("_labkit_t0")
             if stack:
                 t0 = stack.pop()
-                self.record(statement, parameters, t0, clock() - t0)
+                self.note(statement, parameters, t0, clock() - t0)
 
         def on_error(ctx: Any) -> None:
             conn = getattr(ctx, "connection", None)
@@ -62,14 +62,14 @@ class _DjangoTap(Tap):
     timing = "hook"
 
     def install(self) -> None:
-        clock, record = self.clock, self.record
+        clock, note = self.clock, self.note
 
         def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
             t0 = clock()
             try:
                 return execute(sql, params, many, context)
             finally:
-                record(sql, params, t0, clock() - t0)
+                note(sql, params, t0, clock() - t0)
 
         self._wrapper = wrapper
         self.target.execute_wrappers.append(wrapper)
