@@ -90,11 +90,15 @@ def test_sqlite_nplusone_found_with_count_and_call_site(factory: type, timing: s
 
 # --- any library: call sites by location ------------------------------------------------------------------
 _FAKE_ORM = {
-    "__init__.py": "from .models import Model, Session\n",
+    "__init__.py": "from .backend import each_row\nfrom .models import Model, Session\n",
     "backend.py": (
         "def fetch_one(conn, sql, params):\n"
         "    cursor = conn.execute(sql, params)\n"
         "    return cursor.fetchone()\n"
+        "\n"
+        "def each_row(conn, sql, keys):\n"
+        "    for key in keys:\n"
+        "        yield fetch_one(conn, sql, (key,))\n"
     ),
     "models.py": (
         "from . import backend\n"
@@ -560,10 +564,11 @@ def test_duration_slot_found_when_another_thread_appended_in_between() -> None:
 
     mine, other = "SELECT 1", "SELECT 2"
     buf: list = []
-    buf += ("m", mine, None, 100, 5, None, 0)
+    tail = (None, 0, None, 0)  # site and caller
+    buf += ("m", mine, None, 100, 5, *tail)
     assert _slot(buf, mine, 100) == DUR
-    buf += ("m", other, None, 100, 7, None, 0)  # same start, another statement: not mistaken for mine
-    buf += ("m", other, None, 101, 9, None, 0)
+    buf += ("m", other, None, 100, 7, *tail)  # same start, another statement: not mistaken for mine
+    buf += ("m", other, None, 101, 9, *tail)
     assert _slot(buf, mine, 100) == DUR
     assert _slot(buf, other, 101) == 2 * REC + DUR
     assert _slot(buf, "SELECT 3", 100) == -1
@@ -589,3 +594,84 @@ def test_call_sites_stay_right_when_calls_alternate_between_lines(factory: type)
     sites = [q.site for q in w.report.queries]
     expected = [line_of(m) for m in ("http-a", "sql-a", "http-helper", "sql-helper", "http-b")]
     assert sites == expected * 4
+
+
+# --- what counts as one loop (issue 27) ---------------------------------------------------------------------
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+def test_same_sql_from_two_lines_is_two_places_not_one_loop(factory: type) -> None:
+    # GIVEN one per-order query sent once from each of two lines, then the same from one line in a loop of 2
+    conn = make_db(factory)
+    sql = "SELECT sku FROM items WHERE order_id = ?"
+    with watch(conn) as w:
+        conn.execute(sql, (1,)).fetchall()
+        conn.execute(sql, (2,)).fetchall()
+    with watch(conn) as w2:
+        for oid in (1, 2):
+            conn.execute(sql, (oid,)).fetchall()  # loop-of-two
+    # THEN two lines are no N+1 at the default threshold; a loop of two is, at its line
+    assert w.report.clean and w.report.shapes[0].count == 2 and w.report.shapes[0].repeats == 1
+    (suspect,) = w2.report.suspects
+    assert suspect.repeats == 2 and suspect.site == line_of("loop-of-two")
+
+
+def _items_of(conn: sqlite3.Connection, oid: int) -> list[tuple]:
+    return conn.execute("SELECT sku FROM items WHERE order_id = ?", (oid,)).fetchall()  # helper-line
+
+
+def test_a_helper_is_one_loop_only_when_one_line_calls_it_repeatedly() -> None:
+    conn = make_db()
+    with watch(conn) as w:  # called from two lines: two places
+        _items_of(conn, 1)
+        _items_of(conn, 2)
+    with watch(conn) as w2:  # called from one line in a loop: an N+1 at the helper's line
+        for oid in range(4):
+            _items_of(conn, oid)
+    assert w.report.clean
+    (suspect,) = w2.report.suspects
+    assert suspect.site == line_of("helper-line") and suspect.repeats == 4
+    assert {q.caller for q in w2.report.queries if "items" in q.statement} == {
+        f"{HERE}:{int(line_of('helper-line').rsplit(':', 1)[1]) + 10}"}
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+@pytest.mark.parametrize("chunk", [2, 3, 5])
+def test_chunked_in_lists_are_batches_whatever_the_chunk(factory: type, chunk: int) -> None:
+    # GIVEN 12 order ids fetched in chunks of k from one line (the last chunk may hold a single id)
+    conn = make_db(factory, orders=12)
+    ids = list(range(12))
+    with watch(conn) as w:
+        for i in range(0, len(ids), chunk):
+            part = ids[i:i + chunk]
+            conn.execute(f"SELECT sku FROM items WHERE order_id IN ({','.join('?' * len(part))})", part).fetchall()
+    with watch(conn) as w2:  # the same shape with one id per query is one query per item
+        for oid in ids:
+            conn.execute("SELECT sku FROM items WHERE order_id IN (?)", (oid,)).fetchall()  # in-of-one
+    # THEN the chunks are batching, however many there are; lists of one are an N+1
+    (shape,) = w.report.shapes
+    assert shape.count == -(-12 // chunk) and shape.repeats == 0 and w.report.clean
+    (suspect,) = w2.report.suspects
+    assert suspect.count == 12 and suspect.site == line_of("in-of-one")
+
+
+def test_a_query_sent_while_a_loop_fetches_its_next_item_is_the_iterables_load(installed_orm) -> None:
+    # GIVEN a library iterator that loads one chunk (of one row) per step, and a loop over it
+    conn = make_db(orders=6)
+    with watch(conn) as w:
+        for _row in installed_orm.each_row(conn, "SELECT id FROM orders WHERE id = ?", range(6)):
+            pass  # the queries are the iterable's own loads, sent from the `for` line: not the body's
+    (shape,) = w.report.shapes
+    assert shape.count == 6 and not shape.suspect and all(q.fetch for q in w.report.queries)
+
+
+def test_report_files_of_version_1_still_load(tmp_path: Path) -> None:
+    conn = make_db()
+    with watch(conn) as w:
+        export_naive(conn)
+    data = w.report.to_dict()
+    assert data["version"] == 2 and data["queries"][1]["caller"]
+    for q in data["queries"]:
+        del q["caller"], q["fetch"]
+    data["version"] = 1
+    old = Report.from_dict(data)
+    assert old.queries[1].caller == "" and not old.queries[1].fetch
+    assert old.suspects[0].count == 12  # the loop's one line, one (unknown) caller

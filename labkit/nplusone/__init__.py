@@ -1,12 +1,13 @@
-"""N+1 detector: record the queries a block makes through sqlite3, SQLAlchemy or an HTTP client, group them
-by shape, and point at the shapes repeated once per item.
+"""N+1 detector: record the queries a block makes through sqlite3, SQLAlchemy, Django or an HTTP client, group
+them by shape, and point at the shapes one line sends once per item.
 
 >>> from labkit.nplusone import watch                     # doctest: +SKIP
 >>> with watch(conn, catalog) as w:                        # doctest: +SKIP
 ...     export_naive(conn, catalog, 42)
 >>> w.report                                               # doctest: +SKIP   (a table, worst shape first)
 
-Modules: ``shapes`` (normalisation), ``taps`` (how each target is listened to and timed), ``recorder``
+Modules: ``shapes`` (normalisation), ``taps`` (how each target is listened to and timed; ``hooks`` for
+SQLAlchemy's and Django's own hooks), ``recorder``
 (``watch``), ``report`` (the value), ``render`` (text/HTML), ``budget`` (assertions for tests),
 ``sites`` (call sites), ``pytest_plugin`` (the ``query_budget`` fixture). The keep-alive client that times
 requests and reads their Server-Timing is ``labkit.client.Endpoint``.

@@ -30,7 +30,8 @@ def check_budget(report: Report, max_queries: int | None = None, *, allow_suspec
     Args:
         report: a finished ``Report``.
         max_queries: most queries allowed (None: no count limit).
-        allow_suspects: when False, any suspect (a shape repeated more than the threshold) fails too.
+        allow_suspects: when False, any suspect (a shape sent more than the threshold times from one line)
+            fails too.
     """
     from labkit.nplusone.render import render_text
 
@@ -43,7 +44,7 @@ def check_budget(report: Report, max_queries: int | None = None, *, allow_suspec
         return
     lines = [f"query budget exceeded: {'; '.join(problems)}."]
     for s in report.suspects:
-        lines.append(f"  suspect: {s.count}× {s.shape!r} from {s.site}")
+        lines.append(f"  suspect: {s.repeats}× {s.shape!r} from {s.site}")
     if report.suspects:
         lines.append("  Fix: fetch these in one query (WHERE id IN (...), a JOIN, or a batch endpoint) instead "
                      "of one per item.")
@@ -60,7 +61,7 @@ def assert_max_queries(max_queries: int | None, *targets: Any, threshold: int = 
     Args:
         max_queries: most queries allowed in the block (None: only check suspects).
         *targets: what to watch (as for ``watch``).
-        threshold: repeats of one shape above which it is a suspect.
+        threshold: repeats of one shape from one line above which it is a suspect.
         allow_suspects: when False, any suspect fails the block even within the budget.
         skip: extra path prefixes to skip when finding call sites.
 

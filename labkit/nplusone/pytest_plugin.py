@@ -11,7 +11,8 @@ then::
             export_batched(conn, catalog, 42)
 
 The test fails with the suspects (shape, count, call site) in the message when the block makes more than
-``max_queries`` queries, or — with ``allow_suspects=False`` — repeats any shape more than ``threshold`` times.
+``max_queries`` queries, or — with ``allow_suspects=False`` — sends any shape more than ``threshold`` times from
+one line.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ __all__ = ["query_budget"]
 
 @pytest.fixture
 def query_budget() -> Callable[..., contextlib.AbstractContextManager[Any]]:
-    """Factory: ``query_budget(*targets, max_queries=None, threshold=5, allow_suspects=False)`` → context
-    manager failing the test when the block breaks the budget (by default: when it has any N+1 suspect)."""
+    """Factory: ``query_budget(*targets, max_queries=None, threshold=DEFAULT_THRESHOLD, allow_suspects=False)``
+    → context manager failing the test when the block breaks the budget (by default: when it has any N+1
+    suspect, a shape sent more than once from one line)."""
 
     def make(*targets: Any, max_queries: int | None = None, threshold: int = DEFAULT_THRESHOLD,
              allow_suspects: bool = False) -> contextlib.AbstractContextManager[Any]:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
-from labkit.nplusone.sites import format_site, skip_cache
+from labkit.nplusone.sites import format_site, is_loop_fetch, skip_cache
 from labkit.nplusone.taps import DUR, REC, Sink, Tap, release, tap_for
 
 __all__ = ["Watch", "watch"]
@@ -29,13 +29,14 @@ def _queries(buf: list[Any], durations: list[int], t0: int) -> tuple[Query, ...]
     """Turn a sink's flat buffer (``labkit.nplusone.taps.REC`` slots per query) into ``Query`` values."""
     out = []
     for i, dur in zip(range(0, REC * len(durations), REC), durations, strict=True):
-        (kind, target, timing, one), statement, params, start, _dur, code, lasti = buf[i:i + REC]
+        (kind, target, timing, one), statement, params, start, _dur, code, lasti, pcode, plasti = buf[i:i + REC]
         if one:
             params = (params,)
         elif kind == "http":
             statement, params = f"{params} {statement}", None  # params held the method
         out.append(Query(kind, target, statement, _params_repr(params), shape_of(kind, statement), start - t0,
-                         dur, format_site(code, lasti), timing))
+                         dur, format_site(code, lasti), timing, format_site(pcode, plasti) if pcode else "",
+                         is_loop_fetch(code, lasti)))
     return tuple(out)
 
 
@@ -51,12 +52,12 @@ class Watch:
                  keep: int = 100) -> None:
         if not targets:
             raise BadInputError(
-                "watch() needs at least one target: a sqlite3.Connection, a SQLAlchemy Engine or an HTTP "
-                "client with an `observers` list, e.g. watch(conn, catalog)."
+                "watch() needs at least one target: a sqlite3.Connection, a SQLAlchemy Engine, Django's "
+                "django.db.connection or an HTTP client with an `observers` list, e.g. watch(conn, catalog)."
             )
         if not isinstance(threshold, int) or threshold < 0:
-            raise BadInputError(f"threshold={threshold!r}: expected an int >= 0 (a shape repeated more "
-                                "than `threshold` times is a suspect); the default is 5.")
+            raise BadInputError(f"threshold={threshold!r}: expected an int >= 0 (a shape sent more than "
+                                f"`threshold` times from one line is a suspect); the default is {DEFAULT_THRESHOLD}.")
         self.targets = targets
         self.threshold = threshold
         self.label = label
@@ -142,15 +143,24 @@ def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", sk
     Args:
         *targets: what to listen on: ``sqlite3.Connection`` (a subclass instance such as
             ``labkit.toyshop.db.connect``'s is timed precisely; a plain one through SQLite's trace callback and
-            progress handler — see ``labkit.nplusone.taps``), a SQLAlchemy ``Engine`` (its event hooks), and
-            HTTP clients with an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``.
-        threshold: a shape repeated more than this many times in one block is a suspect (default 5).
+            progress handler — see ``labkit.nplusone.taps``), a SQLAlchemy ``Engine`` (its event hooks), a
+            Django connection such as ``django.db.connection`` (an execute wrapper, the cheap way in: pass it
+            rather than the ``sqlite3`` connection under it — ``labkit.nplusone.hooks``), and HTTP clients with
+            an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``.
+        threshold: a shape sent more than this many times from one calling line in one block, one item at a
+            time, is a suspect (default ``DEFAULT_THRESHOLD`` = 1: a loop that ran twice, as django-zeal's
+            default; see ``labkit.nplusone.report``). The report still totals each shape over all lines.
         label: a name for the report (the decorator uses the function's name).
         skip: extra path prefixes to skip when looking for the call site (your own data-access layer).
         clock: nanosecond clock; inject a fake one in tests.
 
     Returns:
         A ``Watch``; its ``.report`` holds the ``Report`` once the block ends.
+
+    What is a suspect (an N+1): a shape sent more than *threshold* times from **one calling line** — the same
+    line, called from the same line — one item at a time. The same SQL sent from two lines is two places, not
+    one loop; a load that carries a list of two or more ids (``IN (…)``, ``?ids=…``), or that a ``for`` loop
+    sends while fetching its next item (a chunked iterator's prefetch), is a batch, whatever its chunk size.
 
     Every query made through a target while the block runs is recorded, from any thread (a target shared by
     concurrent requests reports all of them). Nested blocks on the same target each see their own span. The

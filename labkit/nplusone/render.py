@@ -33,7 +33,7 @@ def summary_line(report: Report) -> str:
     what = f"{n} suspect{'s' if n != 1 else ''}" if n else "no suspects"
     return (
         f"{report.count} queries in {len(report.shapes)} shapes; {_fmt(report.query_ns)} in queries = "
-        f"{report.query_share:.1%} of {_fmt(report.wall_ns)} wall; {what} (shape repeated > {report.threshold}×)"
+        f"{report.query_share:.1%} of {_fmt(report.wall_ns)} wall; {what} (shape repeated > {report.threshold}× from one line)"
     )
 
 

@@ -5,7 +5,9 @@ comments, replaces string and number literals and every placeholder style (``?``
 ``%(name)s``, ``$1``, ``@name``) by ``?``, collapses ``IN (…)`` lists of any length and multi-row
 ``VALUES`` lists to ``(...)``, upper-cases keywords, lower-cases unquoted identifiers and folds whitespace.
 ``normalise_url`` drops scheme, host and port, replaces numeric/UUID/hex path segments by ``{id}`` and
-query-string values by ``{id}`` / ``{ids}`` (comma-separated lists) or ``{v}``.
+query-string values by ``{id}`` / ``{ids}`` (comma-separated lists) or ``{v}``. ``batch_size`` says how many
+values the largest such list carried, which the shape has taken out: what tells a batched load from a
+per-item one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["normalise_sql", "normalise_url"]
+__all__ = ["batch_size", "normalise_sql", "normalise_url"]
 
 _KEYWORDS = frozenset(
     """select from where and or not in is null like glob between exists join left right inner outer cross
@@ -189,3 +191,32 @@ def normalise_url(url: str, method: str | None = None) -> str:
                 items.append(f"{key}={{v}}")
         path += "?" + "&".join(items)
     return f"{method.upper()} {path}" if method else path
+
+
+_IN_LIST = re.compile(r"\bIN\s*\(([^()]*)\)", re.IGNORECASE)
+_URL_LIST = re.compile(r"[?&][^=&]*=([^&#]*,[^&#]*)")
+
+
+def batch_size(kind: str, statement: str) -> int:
+    """How many values the largest list in *statement* carries: an ``IN (…)`` of placeholders or literals
+    for SQL, a comma-separated query-string value of ids for HTTP (``"GET …/products?ids=1,2,3"``: 3);
+    0 when there is none.
+
+    A query sent once per chunk of k ids (k ≥ 2) is a batched load whatever k is; one sent per item carries
+    a list of one at most.
+
+    >>> batch_size("sql", "SELECT * FROM t WHERE id IN (?, ?, ?)"), batch_size("sql", "SELECT 1")
+    (3, 0)
+    """
+    best = 0
+    if kind == "http":
+        for m in _URL_LIST.finditer(statement):
+            values = [v for v in m.group(1).split(",") if v]
+            if all(_is_id(v) for v in values):
+                best = max(best, len(values))
+        return best
+    for m in _IN_LIST.finditer(statement):
+        toks = _tokens(m.group(1))
+        if toks and all(t in ("?", ",") for t in toks):
+            best = max(best, toks.count("?"))
+    return best

@@ -14,12 +14,15 @@ Like an error tracker's "in-app" frames, decided by where a frame's file lives, 
 
 Decisions are cached per code object (one cache per ``skip`` tuple), keyed by ``id(code)`` (a code object's
 own hash is recomputed from its contents on every lookup), so a frame costs an integer dictionary hit.
-While recording, a site is kept raw as ``(code object, f_lasti)``; the line number is resolved only when a
-report is read, once per distinct site (:func:`format_site`).
+While recording, a site is kept raw as ``(code object, f_lasti)``, with the same pair for the frame that called
+it (the *caller*: the report counts repeats per site and caller, see ``labkit.nplusone.report``); the line
+number is resolved only when a report is read, once per distinct site (:func:`format_site`), and so is
+whether the site's instruction is a ``for`` loop fetching its next item (:func:`is_loop_fetch`).
 """
 
 from __future__ import annotations
 
+import dis
 import os
 import site
 import sys
@@ -27,7 +30,7 @@ import sysconfig
 from collections.abc import Callable
 from types import CodeType
 
-__all__ = ["Hint", "format_site", "library_prefixes", "site_of", "skip_cache"]
+__all__ = ["Hint", "Site", "format_site", "is_loop_fetch", "library_prefixes", "site_of", "skip_cache"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LABKIT = os.path.dirname(_HERE.rstrip(os.sep)) + os.sep
@@ -69,8 +72,11 @@ def is_library(filename: str) -> bool:
 
 Known = Callable[[int], "bool | None"]
 Decide = Callable[[CodeType], bool]
-# The call site found last, as [(depth, id(frame), code, f_lasti)] or [None]: see site_of.
+# A call site as recorded: (code, f_lasti) of the first frame not skipped, and (code, f_lasti) of its caller.
+Site = tuple["CodeType | None", int, "CodeType | None", int]
+# The call sites found last, newest first, as (depth, id(frame), code, f_lasti, site): see site_of.
 Hint = list
+HINTS = 4  # sites remembered per tap: the lines of a loop body that send queries, usually fewer
 
 # id(code) -> skipped? One cache per extra-skip tuple. Code objects seen are kept alive in _KEEP, so their ids
 # are never reused while cached.
@@ -96,26 +102,35 @@ def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
 _getframe = sys._getframe
 
 
-def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> tuple[CodeType | None, int]:
-    """``(code, f_lasti)`` of the first frame, from the caller's caller outwards, that is not skipped.
+_NOWHERE: Site = (None, 0, None, 0)
 
-    The one call-site walk of the detector. With a *hint* (one per tap: the site found last and the depth it
-    was found at), a walk is saved when the frame at that depth is the same activation (same frame id and
-    code) at the same instruction: the query comes from the same call expression as last time, so its site is
-    that line, found without walking (and materialising) the library's frames in between. Only the frame's
-    id is kept, never the frame: holding it would keep its locals alive after it returns.
-    Returns ``(None, 0)`` when every frame is skipped.
+
+def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
+    """``(code, f_lasti, caller code, caller f_lasti)`` of the first frame, from the caller's caller outwards,
+    that is not skipped, and of the frame that called it (``None, 0`` at the top of a thread).
+
+    The one call-site walk of the detector. With a *hint* (one per tap: the last ``HINTS`` sites found, each
+    with the depth it was found at), a walk is saved when the frame at one of those depths is the same
+    activation (same frame id and code) at the same instruction: the query comes from the same call
+    expression as then, so its site is that line, found without walking (and materialising) the library's
+    frames in between. Several are kept because a loop body often alternates between lines (``post.author``,
+    then ``post.author.posts``), each reached through the library at its own depth. A frame's id can be
+    reused by a later activation of the same function, so the caller's code and instruction are compared too.
+    Only the frame's id is kept, never the frame: holding it would keep its locals alive after it returns.
+    Returns ``(None, 0, None, 0)`` when every frame is skipped.
     """
-    if hint is not None:
-        last = hint[0]
-        if last is not None:
-            depth, frame_id, code, lasti = last
+    if hint:
+        for depth, frame_id, code, lasti, found in hint:
             try:
                 frame = _getframe(depth)
             except ValueError:
-                frame = None
-            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:  # type: ignore[union-attr]
-                return code, lasti
+                continue
+            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
+                # a new activation can reuse a freed frame's id: the caller is checked, not assumed
+                back, pcode = frame.f_back, found[2]
+                if (back is None and pcode is None) or (
+                        back is not None and back.f_code is pcode and back.f_lasti == found[3]):
+                    return found  # type: ignore[no-any-return]
     depth = 2  # site_of <- its caller <- where the walk starts
     frame = _getframe(depth)
     while frame is not None:
@@ -125,12 +140,38 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> tuple[Cod
             skip = decide(code)
         if not skip:
             lasti = frame.f_lasti
+            back = frame.f_back
+            found = (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
             if hint is not None:
-                hint[0] = (depth, id(frame), code, lasti)
-            return code, lasti
+                hint.insert(0, (depth, id(frame), code, lasti, found))
+                del hint[HINTS:]
+            return found
         frame = frame.f_back
         depth += 1
-    return None, 0
+    return _NOWHERE
+
+
+_FOR_ITER = dis.opmap["FOR_ITER"]
+_FETCH: dict[tuple[int, int], bool] = {}
+
+
+def is_loop_fetch(code: CodeType | None, lasti: int) -> bool:
+    """True when instruction *lasti* of *code* is a ``for`` loop asking its iterable for the next item
+    (``FOR_ITER``): a query sent from there is the iterable's own load — a chunked iterator fetching its next
+    chunk, with its prefetches — not the loop body's work per item. (``co_code`` is the unspecialised
+    bytecode, so this holds on every CPython the lab supports; ``f_lasti`` is a byte offset into it.)"""
+    if code is None:
+        return False
+    key = (id(code), lasti)
+    found = _FETCH.get(key)
+    if found is None:
+        raw = code.co_code
+        found = 0 <= lasti < len(raw) and raw[lasti] == _FOR_ITER
+        if len(_FETCH) > 50_000:
+            _FETCH.clear()
+        _KEEP[id(code)] = code
+        _FETCH[key] = found
+    return found
 
 
 _SITES: dict[tuple[int, int], str] = {}

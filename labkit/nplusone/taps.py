@@ -21,8 +21,9 @@ Every tap records through ``Tap.record``, which finds the call site with the one
   statement shorter than that reads 0), and includes Python time spent between fetches of the same statement.
   Both callbacks are SQLite's single slots: a trace callback or progress handler you set yourself is replaced
   during the block and cleared after it.
-- ``"hook"`` — a SQLAlchemy ``Engine``: ``before/after_cursor_execute`` events; the DBAPI ``execute`` only,
-  not the fetch of rows (the ORM fetches right after).
+- ``"hook"`` — a SQLAlchemy ``Engine`` (its ``before/after_cursor_execute`` events) or a Django database
+  connection (``django.db.connection``: an execute wrapper, Django's own instrumentation hook): the DBAPI
+  ``execute`` only, not the fetch of rows (the ORM fetches right after). See ``labkit.nplusone.hooks``.
 - ``"observer"`` — an HTTP client with an ``observers`` list (``labkit.toyshop.catalog.CatalogClient``): the
   client's own measured duration of each call.
 """
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -46,14 +46,15 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 
 # A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
 # recording allocates nothing the garbage collector has to track, and the report is built only when read):
-#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site code, site f_lasti
+#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site code, site f_lasti,
+#   caller code, caller f_lasti (see sites.site_of)
 # ``one``: params was a 1-tuple and the slot holds its only value (the usual ``(id,)``): a tuple kept alive
 # per query would count towards the garbage collector's gen-0 threshold, an int does not.
 # For ``"call"`` and ``"vm"`` timing the duration is completed in place later (a cursor's fetches, or for
 # "vm" the next statement): whoever recorded it keeps the slot's position (``_slot``). Nothing per query is
 # kept alive beyond the buffer's slots, so a watched block does not push the garbage collector into extra
 # collections. For ``"observer"`` the params slot holds the HTTP method and the statement slot the URL.
-REC = 7
+REC = 9
 DUR = 4  # index of the duration within a record
 Marks = list[tuple[list[Any], int]]  # (buffer, position of a duration slot), one per sink
 
@@ -101,7 +102,7 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
-        self.hint: Hint = [None]  # the call site found last (see sites.site_of); cleared when the sinks change
+        self.hint: Hint = []  # the call sites found last (see sites.site_of); cleared when the sinks change
 
     @property
     def clock(self) -> Clock:
@@ -116,25 +117,39 @@ class Tap:
         sinks = self.sinks
         if len(sinks) == 1:  # the usual case, once per query: kept short
             sink = sinks[0]
-            code, lasti = site_of(sink.known, sink.decide, self.hint)
+            code, lasti, pcode, plasti = site_of(sink.known, sink.decide, self.hint)
             buf = sink.buf
-            buf += (meta, statement, params, start_ns, duration_ns, code, lasti)
+            buf += (meta, statement, params, start_ns, duration_ns, code, lasti, pcode, plasti)
             pos = len(buf) - REC + DUR
             if buf[pos - 1] != start_ns or buf[pos - 3] is not statement:  # another thread appended meanwhile
                 pos = _slot(buf, statement, start_ns)
             return [(buf, pos)] if pos >= 0 else []
         marks = []
-        site: tuple[Any, int] = (None, 0)
+        site: tuple[Any, int, Any, int] = (None, 0, None, 0)
         skip: Any = None  # the skip rules *site* was found with: sinks with the same rules share it
         for sink in sinks:  # nested watches: no hint, it holds for one set of skip rules
             if sink.skip != skip:
                 site, skip = site_of(sink.known, sink.decide), sink.skip
             buf = sink.buf
-            buf += (meta, statement, params, start_ns, duration_ns, site[0], site[1])
+            buf += (meta, statement, params, start_ns, duration_ns, *site)
             pos = _slot(buf, statement, start_ns)
             if pos >= 0:
                 marks.append((buf, pos))
         return marks
+
+    def note(self, statement: str, params: Any, start_ns: int, duration_ns: int) -> None:
+        """``record`` for a query whose duration is already known (hooks, observers): nothing comes back to its
+        slot, so the usual case skips finding it (this runs once per query)."""
+        sinks = self.sinks
+        if len(sinks) != 1:
+            self.record(statement, params, start_ns, duration_ns)
+            return
+        meta = self.meta
+        if params.__class__ is tuple and len(params) == 1:
+            params, meta = params[0], self.meta1
+        sink = sinks[0]
+        code, lasti, pcode, plasti = site_of(sink.known, sink.decide, self.hint)
+        sink.buf += (meta, statement, params, start_ns, duration_ns, code, lasti, pcode, plasti)
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -296,41 +311,6 @@ class _TraceSqliteTap(Tap):
         self.target.set_progress_handler(None, PROGRESS_OPS)
 
 
-class _EngineTap(Tap):
-    """A SQLAlchemy Engine: cursor-execute events (timing ``"hook"``)."""
-
-    timing = "hook"
-
-    def install(self) -> None:
-        from sqlalchemy import event
-
-        clock = self.clock
-
-        def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-            conn.info.setdefault("_labkit_t0", []).append(clock())
-
-        def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-            stack = conn.info.get("_labkit_t0")
-            if stack:
-                t0 = stack.pop()
-                self.record(statement, parameters, t0, clock() - t0)
-
-        def on_error(ctx: Any) -> None:
-            conn = getattr(ctx, "connection", None)
-            if conn is not None and conn.info.get("_labkit_t0"):
-                conn.info["_labkit_t0"].pop()
-
-        self._hooks = (("before_cursor_execute", before), ("after_cursor_execute", after), ("handle_error", on_error))
-        for name, fn in self._hooks:
-            event.listen(self.target, name, fn)
-
-    def uninstall(self) -> None:
-        from sqlalchemy import event
-
-        for name, fn in self._hooks:
-            event.remove(self.target, name, fn)
-
-
 class _ObserverTap(Tap):
     """A client with an ``observers`` list of ``observer(method, url, duration_ns)`` (timing ``"observer"``)."""
 
@@ -342,7 +322,7 @@ class _ObserverTap(Tap):
 
         def observer(method: str, url: str, duration_ns: int) -> None:
             # once per HTTP call; the statement ("GET url") is built when the report is read
-            tap.record(url, method, clock() - duration_ns, duration_ns)
+            tap.note(url, method, clock() - duration_ns, duration_ns)
 
         self._observer = observer
         self.target.observers.append(observer)
@@ -363,25 +343,28 @@ def _make_tap(target: Any) -> Tap:
         return _TraceSqliteTap(target, "sqlite")
     if isinstance(getattr(target, "observers", None), list):
         return _ObserverTap(target, f"http:{type(target).__name__}")
-    if "sqlalchemy" in sys.modules:
-        from sqlalchemy.engine import Engine
+    from labkit.nplusone.hooks import hook_tap
 
-        engine = getattr(target, "sync_engine", target)  # AsyncEngine wraps a sync one
-        if isinstance(engine, Engine):
-            return _EngineTap(engine, f"sqlalchemy:{engine.url.get_backend_name()}")
+    tap = hook_tap(target)
+    if tap is not None:
+        return tap
     raise BadInputError(
         f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
-        "it knows sqlite3.Connection, SQLAlchemy Engine, and HTTP clients with an `observers` list "
-        "(observer(method, url, duration_ns)). Pass one of those, e.g. the connection your code queries."
+        "it knows sqlite3.Connection, SQLAlchemy Engine, Django's database connection (django.db.connection) "
+        "and HTTP clients with an `observers` list (observer(method, url, duration_ns)). Pass one of those, "
+        "e.g. the connection your code queries."
     )
 
 
 def tap_for(target: Any, sink: Sink) -> Tap:
     """Attach *sink* to *target*'s tap, creating and installing the tap on first use."""
+    from labkit.nplusone.hooks import hooked
+
     with _LOCK:
         tap = _TAPS.get(id(target))
         if tap is None:
-            key = id(getattr(target, "sync_engine", target))  # an AsyncEngine shares its sync engine's tap
+            target = hooked(target)  # an AsyncEngine shares its sync engine's tap, Django's proxy its connection's
+            key = id(target)
             tap = _TAPS.get(key)
         if tap is None:
             tap = _make_tap(target)
@@ -390,7 +373,7 @@ def tap_for(target: Any, sink: Sink) -> Tap:
             _TAPS[key] = tap
         else:
             tap.sinks.append(sink)
-            tap.hint[0] = None
+            tap.hint.clear()
         return tap
 
 
@@ -399,7 +382,7 @@ def release(tap: Tap, sink: Sink) -> None:
     with _LOCK:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
-        tap.hint[0] = None
+        tap.hint.clear()
         first = tap.sinks[0] if tap.sinks else None
         for i, s in enumerate(tap.sinks):
             if s is sink:

@@ -2,7 +2,8 @@
 
 Run it alone (benchmarks never overlap):
 
-    flock /tmp/perflab-bench.lock .venv/bin/python tests/benchmarks/bench_nplusone.py [--rounds 20] [--quick]
+    flock /tmp/perflab-heavy.lock .venv/bin/python tests/benchmarks/bench_nplusone.py [--rounds 20] [--quick]
+        [--django-only]
 
 1. **Detector overhead** — first the parts: the extra cost per recorded SQL query and per catalog call in
    tight loops (recording only: a report's ``Query`` values are built when it is first read, and that read is
@@ -17,6 +18,11 @@ Run it alone (benchmarks never overlap):
    interleaved, with the catalog on loopback and with an *emulated* 0.5 ms catalog round trip
    (``labkit.service.start(catalog_delay_ms=0.5)``), and 1 ms as a control; the single catalog call is measured
    at each distance so an emulation that did not take effect shows. Printed as ratios with intervals and verdicts.
+3. **Django, against django-zeal** — zeal's own benchmark workload (its ``tests/test_performance.py``: 10 users
+   who all follow each other, a profile and 10 posts each; 433 queries), bare vs ``watch(django.db.connection)``
+   (and vs the raw sqlite3 connection's tap, the route Django had before), interleaved; then with zeal's
+   patches installed, bare vs zeal (``zeal_context(), zeal_ignore()``, as zeal's benchmark runs it), bare vs
+   labkit, and zeal vs labkit directly. Goal: labkit's watched ÷ unwatched ≤ zeal's.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import http.client
 import sys
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 from labkit.comparison import compare
@@ -188,20 +195,153 @@ def end_to_end(delay_ms: float, rounds: int, size: str) -> None:
         client.conn.close()
 
 
+# --- 3. Django: labkit against django-zeal on zeal's own benchmark workload ------------------------------------
+def _django_setup() -> Any:
+    """Django on an in-memory SQLite database with zeal's benchmark models and data (zeal's tests/
+    test_performance.py: 10 users who all follow each other, a profile each, 10 posts each); returns the
+    workload, zeal's 433-query loop over forward/reverse many-to-one, one-to-one and many-to-many relations."""
+    import django
+    from django.apps import AppConfig
+    from django.conf import settings
+
+    class BenchConfig(AppConfig):
+        name = __name__
+        label = "bench"
+
+    globals()["BenchConfig"] = BenchConfig
+    settings.configure(DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+                       INSTALLED_APPS=["django.contrib.contenttypes", f"{__name__}.BenchConfig"],
+                       DEFAULT_AUTO_FIELD="django.db.models.AutoField", USE_TZ=True)
+    django.setup()
+    from django.db import connection, models
+
+    class User(models.Model):
+        username = models.TextField()
+        following = models.ManyToManyField("self", symmetrical=False, related_name="followers")
+        blocked = models.ManyToManyField("self", symmetrical=False, related_name="+")
+
+        class Meta:
+            app_label = "bench"
+
+    class Profile(models.Model):
+        user = models.OneToOneField(User, on_delete=models.CASCADE)
+        display_name = models.TextField()
+
+        class Meta:
+            app_label = "bench"
+
+    class Post(models.Model):
+        author = models.ForeignKey(User, on_delete=models.CASCADE, related_name="posts")
+        text = models.TextField()
+
+        class Meta:
+            app_label = "bench"
+
+    with connection.schema_editor() as editor:
+        for model in (User, Profile, Post):
+            editor.create_model(model)
+    users = [User.objects.create(username=f"user{i}") for i in range(10)]
+    User.following.through.objects.bulk_create(
+        [User.following.through(from_user_id=u.id, to_user_id=f.id) for u in users for f in users if u != f])
+    for i, user in enumerate(users):
+        Profile.objects.create(user=user, display_name=f"User {i}")
+        Post.objects.bulk_create([Post(author=user, text=f"post {j}") for j in range(10)])
+
+    def workload() -> None:  # zeal's, line for line
+        for post in Post.objects.all():
+            _ = post.author.username
+            _ = list(post.author.posts.all())
+        for profile in Profile.objects.all():
+            _ = profile.user.username
+            _ = profile.user.profile.display_name
+        for user in User.objects.all():
+            _ = list(user.following.all())
+            _ = list(user.followers.all())
+            _ = list(user.blocked.all())
+            for follower in user.followers.all():
+                _ = follower.profile.display_name
+                _ = list(follower.posts.all())
+
+    return connection, workload
+
+
+def django_overhead(rounds: int) -> None:
+    """Watched ÷ unwatched on zeal's workload: labkit through Django's connection (and, as it was before, through
+    its raw sqlite3 connection) before zeal is loaded; then zeal's patches installed, zeal (its benchmark's
+    ``zeal_context(), zeal_ignore()``) and labkit side by side, each against the same bare run."""
+    import django
+
+    connection, workload = _django_setup()
+    workload()  # opens the connection, warms Django's caches
+    w = watch(connection)
+    w_raw = watch(connection.connection)
+
+    def bare() -> None:
+        workload()
+
+    def labkit_watched() -> None:
+        with w:
+            workload()
+
+    def labkit_read() -> None:
+        with w:
+            workload()
+        w.report.suspects  # noqa: B018 - reading the report (built on first read) is what is added
+
+    def raw_watched() -> None:
+        with w_raw:
+            workload()
+
+    labkit_watched()
+    rep = w.report
+    print(f"3. Django {django.get_version()} + SQLite, zeal's benchmark workload ({rep.count} queries, "
+          f"{len(rep.suspects)} N+1 shapes found by labkit)")
+
+    def show(label: str, a: Any, b: Any) -> float:
+        c = compare(a, b, rounds=rounds, max_rounds=rounds, max_time=120.0, min_sample_time=0.02, names=label.split(" vs "))
+        print(f"   {label:<44} {c.ratio:.3f} ({c.ci_label} {c.ci[0]:.3f}–{c.ci[1]:.3f}, {len(c.baseline_ns)} rounds, "
+              f"bare median {format_duration(sorted(c.baseline_ns)[len(c.baseline_ns) // 2])}), verdict: {c.verdict}")
+        return c.ratio
+
+    print("   before zeal is loaded (Django unpatched):")
+    show("bare vs labkit watch(connection)", bare, labkit_watched)
+    show("bare vs labkit watch + report read", bare, labkit_read)
+    show("bare vs labkit watch(raw sqlite3 connection)", bare, raw_watched)
+
+    from importlib.metadata import version
+
+    import zeal
+    from zeal.patch import patch
+    patch()  # what zeal's AppConfig.ready() does: from here on every query set is zeal's
+
+    def zeal_watched() -> None:
+        with zeal.zeal_context(), zeal.zeal_ignore():
+            workload()
+
+    print(f"   with django-zeal {version('django-zeal')} patched in (its benchmark: zeal_context + zeal_ignore):")
+    r_zeal = show("bare vs zeal", bare, zeal_watched)
+    r_lab = show("bare vs labkit watch(connection)", bare, labkit_watched)
+    show("zeal vs labkit watch(connection)", zeal_watched, labkit_watched)
+    print(f"   → watched ÷ unwatched: labkit {r_lab:.3f}×, zeal {r_zeal:.3f}× (goal: labkit ≤ zeal)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=20, help="interleaved A/B rounds per comparison")
     ap.add_argument("--size", default="small", help="dataset size for the service")
     ap.add_argument("--quick", action="store_true", help="6 rounds: a smoke run, not a measurement")
+    ap.add_argument("--django-only", action="store_true", help="only part 3, labkit against django-zeal")
     args = ap.parse_args(argv)
     rounds = 6 if args.quick else args.rounds
     from labkit.service import start
 
     t0 = time.monotonic()
-    with start(size=args.size) as svc:
-        overhead(svc, rounds)
-    for delay in (0.0, 0.5, 1.0):  # 1 ms as a control: the emulation must visibly add to each call
-        end_to_end(delay, rounds, args.size)
+    if not args.django_only:
+        with start(size=args.size) as svc:
+            overhead(svc, rounds)
+        for delay in (0.0, 0.5, 1.0):  # 1 ms as a control: the emulation must visibly add to each call
+            end_to_end(delay, rounds, args.size)
+    django_overhead(rounds)  # last: it configures Django, and zeal's patches stay for the rest of the process
     print(f"(took {time.monotonic() - t0:.0f} s)")
     return 0
 

@@ -1,0 +1,108 @@
+"""Taps through a library's own instrumentation hooks (timing ``"hook"``): SQLAlchemy and Django.
+
+- a SQLAlchemy ``Engine`` (or ``AsyncEngine``): its ``before/after_cursor_execute`` events;
+- a Django database connection (``django.db.connection``, or ``django.db.connections[alias]``): an *execute
+  wrapper*, Django's documented hook around every SQL statement its cursors send ("Database instrumentation"
+  in Django's docs). It costs one Python call per statement, where the plain-``sqlite3`` tap under Django's
+  connection would run a trace callback per statement and a progress handler every few SQLite instructions.
+
+Both time the DBAPI ``execute`` only, not the fetch of rows (the ORM fetches right after). Django keeps one
+connection per thread: the wrapper is installed on the calling thread's, so queries sent from other threads
+are not recorded.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from labkit.nplusone.taps import Tap
+
+__all__ = ["hook_tap", "hooked"]
+
+
+class _EngineTap(Tap):
+    """A SQLAlchemy Engine: cursor-execute events."""
+
+    timing = "hook"
+
+    def install(self) -> None:
+        from sqlalchemy import event
+
+        clock = self.clock
+
+        def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            conn.info.setdefault("_labkit_t0", []).append(clock())
+
+        def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            stack = conn.info.get("_labkit_t0")
+            if stack:
+                t0 = stack.pop()
+                self.note(statement, parameters, t0, clock() - t0)
+
+        def on_error(ctx: Any) -> None:
+            conn = getattr(ctx, "connection", None)
+            if conn is not None and conn.info.get("_labkit_t0"):
+                conn.info["_labkit_t0"].pop()
+
+        self._hooks = (("before_cursor_execute", before), ("after_cursor_execute", after), ("handle_error", on_error))
+        for name, fn in self._hooks:
+            event.listen(self.target, name, fn)
+
+    def uninstall(self) -> None:
+        from sqlalchemy import event
+
+        for name, fn in self._hooks:
+            event.remove(self.target, name, fn)
+
+
+class _DjangoTap(Tap):
+    """A Django ``BaseDatabaseWrapper``: an execute wrapper in its ``execute_wrappers`` list."""
+
+    timing = "hook"
+
+    def install(self) -> None:
+        clock, note = self.clock, self.note
+
+        def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            t0 = clock()
+            try:
+                return execute(sql, params, many, context)
+            finally:
+                note(sql, params, t0, clock() - t0)
+
+        self._wrapper = wrapper
+        self.target.execute_wrappers.append(wrapper)
+
+    def uninstall(self) -> None:
+        wrappers = self.target.execute_wrappers
+        for i in range(len(wrappers) - 1, -1, -1):  # by identity: another wrapper may compare equal
+            if wrappers[i] is self._wrapper:
+                del wrappers[i]
+                break
+
+
+def hooked(target: Any) -> Any:
+    """The object a hook tap attaches to: an AsyncEngine's sync engine, the calling thread's Django connection
+    behind ``django.db.connection`` (a proxy); *target* itself otherwise."""
+    if "django" in sys.modules and type(target).__name__ == "ConnectionProxy":
+        from django.db import connections
+
+        return connections[target.alias]
+    return getattr(target, "sync_engine", target)
+
+
+def hook_tap(target: Any) -> Tap | None:
+    """A tap for a SQLAlchemy Engine or a Django connection, or None for anything else (neither library is
+    imported here: only one already loaded can have made *target*)."""
+    if "sqlalchemy" in sys.modules:
+        from sqlalchemy.engine import Engine
+
+        if isinstance(target, Engine):
+            return _EngineTap(target, f"sqlalchemy:{target.url.get_backend_name()}")
+    if "django" in sys.modules:
+        from django.db.backends.base.base import BaseDatabaseWrapper
+
+        if isinstance(target, BaseDatabaseWrapper):
+            return _DjangoTap(target, f"django:{target.vendor}")
+    return None
