@@ -19,8 +19,8 @@ the rest of "what memory costs" beside them (the GC pause recorder lives here to
 from typing import Any
 
 from labkit.alloc.census import Census, census_unavailable
-from labkit.alloc.gc_facts import Collector, collector
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
+from labkit.alloc.gc_facts import Collector, collector
 from labkit.alloc.pauses import GCPauses, PauseRecorder
 from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
 
