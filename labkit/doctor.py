@@ -126,12 +126,14 @@ def _charts() -> Check:
 CHECKS: tuple[Callable[[], Check], ...] = (_cores, _load, _memory, _governor, _charts, _py_spy, _memray)
 
 
-def run_checks(checks: tuple[Callable[[], Check], ...] = CHECKS) -> tuple[Check, ...]:
-    """Run every check; a check that crashes is reported as a failure, never raised."""
-    results = []
+def run_checks(checks: tuple[Callable[[], Check | tuple[Check, ...]], ...] = CHECKS) -> tuple[Check, ...]:
+    """Run every check (one that returns several counts each); a check that crashes is reported as a failure,
+    never raised."""
+    results: list[Check] = []
     for fn in checks:
         try:
-            results.append(fn())
+            got = fn()
+            results.extend(got if isinstance(got, tuple) else (got,))
         except Exception as e:  # a broken probe must not hide the others
             name = fn.__name__.strip("_").replace("_", "-")
             results.append(Check(name, "fail", f"the check itself failed: {type(e).__name__}: {e}",
@@ -140,9 +142,17 @@ def run_checks(checks: tuple[Callable[[], Check], ...] = CHECKS) -> tuple[Check,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print every check; exit 1 when any failed."""
-    argparse.ArgumentParser(prog="labkit doctor", description=__doc__).parse_args(argv)
+    """Print every check; exit 1 when any failed. On a JupyterHub server (or with ``--hub``) the hub checks too."""
+    parser = argparse.ArgumentParser(prog="labkit doctor", description=__doc__)
+    parser.add_argument("--hub", action="store_true", help="also check what a hub gives this server: CPU quota, "
+                        "throttling, pinned cores, neighbours, steal, CPU_LIMIT/CPU_GUARANTEE/MEM_LIMIT, culler "
+                        "(on by default inside a JupyterHub server)")
+    args = parser.parse_args(argv)
+    from labkit import hub
+
     results = run_checks()
+    if args.hub or hub.on_hub():
+        results += run_checks((hub.checks,))
     mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
     for c in results:
         print(f"[{mark[c.status]}] {c.name}: {c.detail}")
