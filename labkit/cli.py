@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("labkit.latency", "measure the latency-numbers table on this machine"),
     "report": ("labkit.report.cli", "run a notebook and write one self-contained HTML report of it"),
     "new-review": ("labkit.report.review", "start a design-review notebook from the template"),
+    "room": ("labkit.room", "collect the learners' experiment records into one offline page for the instructor"),
 }
 
 
