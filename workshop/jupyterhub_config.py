@@ -63,6 +63,8 @@ c.Spawner.environment = {
     "JUPYTERHUB_ACTIVITY_INTERVAL": os.environ.get("PERFLAB_HUB_ACTIVITY_INTERVAL", "60"),
 }
 c.Spawner.args = ["--ServerApp.shutdown_no_activity_timeout=0", "--MappingKernelManager.cull_idle_timeout=0"]
+if c.JupyterHub.spawner_class == "pinned.PinnedSimpleSpawner" and os.geteuid() == 0:
+    c.Spawner.args.append("--ServerApp.allow_root=True")  # the demo spawner runs servers as the hub's user
 c.JupyterHub.last_activity_interval = int(os.environ.get("PERFLAB_HUB_ACTIVITY_INTERVAL", "60"))
 c.JupyterHub.load_roles = [{"name": "idle-culler", "scopes": ["list:users", "read:users:activity",
                                                                "read:servers", "delete:servers"],
