@@ -117,6 +117,35 @@ def cpu_quota(root: str | os.PathLike[str] = "/") -> CpuQuota:
     return CpuQuota(0, "")
 
 
+def cpuset(root: str | os.PathLike[str] = "/") -> tuple[int, ...] | None:
+    """The cores this process's cgroup allows (cgroup v2 ``cpuset.cpus.effective`` or v1 ``cpuset.cpus``), None
+    when no cpuset is visible. Unlike the affinity mask, a process cannot widen it."""
+    r = Path(root)
+    paths = _cgroup_paths(r)
+    cg = r / "sys/fs/cgroup"
+    found = None
+    if (cg / "cgroup.controllers").is_file():
+        found = _within(cg, paths.get("", "/"), "cpuset.cpus.effective")
+        name = "cpuset.cpus.effective"
+    if found is None:
+        found, name = _within(cg / "cpuset", paths.get("cpuset", "/"), "cpuset.cpus"), "cpuset.cpus"
+    if found is None:
+        return None
+    try:
+        return tuple(_cpu_list((found / name).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _cpu_list(text: str) -> list[int]:
+    """``0-3,8,10-11`` → [0, 1, 2, 3, 8, 10, 11] (the kernel's cpu list format)."""
+    out: list[int] = []
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
 def _read_int(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
@@ -226,7 +255,8 @@ def checks(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = N
     p = probe(root=root, quota=quota) if measured is None else measured
     n_node = machine_cores or os.cpu_count() or 1
     hub = on_hub(env)
-    out = [_quota_check(quota, len(p.cores)), _throttle_check(quota, p), _affinity_check(p, n_node, hub),
+    out = [_quota_check(quota, len(p.cores)), _throttle_check(quota, p),
+           _affinity_check(p, n_node, hub, cpuset(root)),
            _neighbour_check(p), _steal_check(p)]
     out += _env_checks(env, len(p.cores))
     out.append(_culler_check(env))
@@ -260,8 +290,12 @@ def _throttle_check(q: CpuQuota, p: Probe) -> Check:
                  "cores busy than the quota measures these pauses", _ADMIN)
 
 
-def _affinity_check(p: Probe, n_node: int, hub: bool) -> Check:
+def _affinity_check(p: Probe, n_node: int, hub: bool, allowed: tuple[int, ...] | None = None) -> Check:
     where = f"cores {_span(p.cores)} ({len(p.cores)} of the node's {n_node})"
+    if allowed is not None and set(p.cores) < set(allowed):
+        # the spawner narrowed the mask, the cgroup did not: a lab that pins to an absolute core number
+        # (sched_setaffinity) can step outside it, onto a neighbour's core
+        where += f"; by affinity only, which a process may widen to the cgroup's cores {_span(allowed)}"
     if len(p.cores) < 2:
         return Check("pinned cores", "warn", f"pinned to {where}: the labs that put a load generator and a server on "
                      "different cores will share this one", "use QUICK = True in each lab, or ask the hub's admin "
