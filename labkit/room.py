@@ -6,8 +6,10 @@ the prediction, the measured ratio with its interval, the verdict — and how no
 when they measured, read from the record's fingerprints and the comparison's spread:
 
 * ``throttled``: the cgroup's throttled time grew between planning and measuring (a CFS quota paused them);
-* ``busy``: the load average per core was above 0.5 before measuring, or above it after the measurement's own
-  runnable thread is taken off (``(load − 1) / cores``), the same threshold as ``labkit doctor``'s load check;
+* ``busy``: the machine's load average per core (all its cores: the load average is machine-wide) was above
+  0.5 before measuring, or above it after the measurement's own runnable thread is taken off
+  (``(load − 1) / cores``), the same threshold as ``labkit doctor``'s load check. On a hub node this is the
+  node's load: with learners pinned to cores of their own, a busy node need not mean a noisy measurement;
 * ``wide spread``: the ratio's interval is wider than 25 % of the ratio, or the verdict was inconclusive;
 * ``quiet`` otherwise (``not measured`` for a plan without a comparison yet).
 
@@ -81,7 +83,8 @@ def _learner(folder: Path, path: Path) -> str:
 
 
 def _load_per_core(fp: dict[str, Any], own: float) -> float | None:
-    load, cores = fp.get("load_average"), fp.get("cores_usable") or fp.get("cores_logical")
+    # the load average is the whole machine's (not namespaced), so it is divided by the machine's cores
+    load, cores = fp.get("load_average"), fp.get("cores_logical") or fp.get("cores_usable")
     if not load or not cores:
         return None
     return max(float(load[0]) - own, 0.0) / float(cores)
