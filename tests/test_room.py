@@ -105,3 +105,10 @@ def test_a_missing_folder_is_an_error_that_says_what_to_pass(tmp_path):
 
 def test_to_frame_has_a_row_per_record(home):
     assert len(room.collect(home).to_frame()) == 5
+
+
+def test_a_busy_hub_node_is_not_a_busy_learner_by_itself(tmp_path):
+    # the load average is the node's: 10 runnable tasks on 64 cores is a quiet node, whatever the learner's 2 cores
+    node = {"load_average": [10.0, 10, 10], "cores_logical": 64, "cores_usable": 2}
+    _record(tmp_path / "ada", "batched export", 0.5, (0.48, 0.52), plan_fp=node, measure_fp=node)
+    assert [e.noise for e in room.collect(tmp_path).entries] == ["quiet"]
