@@ -69,8 +69,11 @@ class Room:
         return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in self.entries], columns=cols)
 
 
-def _files(folder: Path) -> Iterable[Path]:
-    for here, dirs, files in os.walk(folder):
+def _files(folder: Path, skipped: list[tuple[str, str]]) -> Iterable[Path]:
+    def unreadable(e: OSError) -> None:  # a folder that cannot be listed is named, not passed over
+        skipped.append((str(e.filename), f"folder not readable ({e.strerror or e}): its records were not read"))
+
+    for here, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _PRUNE)
         yield from (Path(here) / f for f in sorted(files) if f.endswith(".json"))
 
@@ -134,7 +137,7 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
         if not folder.is_dir():
             raise BadInputError(f"{folder} is not a folder: pass the folders that hold the learners' records "
                                 "(a hub's /home, or a folder of handed-in files)")
-        for path in _files(folder):
+        for path in _files(folder, skipped):
             try:
                 data = read_json(path)
                 if data.get("kind") != Experiment.KIND:

@@ -112,3 +112,17 @@ def test_a_busy_hub_node_is_not_a_busy_learner_by_itself(tmp_path):
     node = {"load_average": [10.0, 10, 10], "cores_logical": 64, "cores_usable": 2}
     _record(tmp_path / "ada", "batched export", 0.5, (0.48, 0.52), plan_fp=node, measure_fp=node)
     assert [e.noise for e in room.collect(tmp_path).entries] == ["quiet"]
+
+
+def test_a_folder_that_cannot_be_listed_is_named(tmp_path, monkeypatch):
+    _record(tmp_path / "ada", "batched export", 0.5, (0.48, 0.52))
+    real = os.walk
+
+    def walk(top, onerror=None, **kw):
+        onerror(PermissionError(13, "Permission denied", str(tmp_path / "bob")))
+        yield from real(top, onerror=onerror, **kw)
+
+    monkeypatch.setattr(room.os, "walk", walk)
+    r = room.collect(tmp_path)
+    assert [e.learner for e in r.entries] == ["ada"]
+    assert r.skipped == ((str(tmp_path / "bob"), "folder not readable (Permission denied): its records were not read"),)
