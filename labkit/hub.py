@@ -202,16 +202,22 @@ def _busy_children(n: int, seconds: float) -> float:
 
 
 def _cpu_by_process(cores: set[int]) -> dict[tuple[int, float], tuple[str, float]]:
+    """CPU seconds so far of every visible process that may run on ``cores``, by (pid, start time), with a
+    short command line; leaving out this process and the ancestors pinned inside these cores (the kernel and
+    the server that started doctor: the learner's own, not neighbours)."""
     import psutil
 
     out: dict[tuple[int, float], tuple[str, float]] = {}
-    me = os.getpid()
-    for p in psutil.process_iter(["pid", "name", "cpu_times", "create_time"]):
+    mine = {os.getpid()}
+    with contextlib.suppress(psutil.Error, AttributeError):
+        mine |= {a.pid for a in psutil.Process().parents() if set(a.cpu_affinity()) <= cores}
+    for p in psutil.process_iter(["pid", "name", "cmdline", "cpu_times", "create_time"]):
         with contextlib.suppress(psutil.Error, AttributeError, TypeError):
-            if p.info["pid"] == me or not cores & set(p.cpu_affinity()):
+            if p.info["pid"] in mine or not cores & set(p.cpu_affinity()):
                 continue
             t = p.info["cpu_times"]
-            out[(p.info["pid"], p.info["create_time"])] = (p.info["name"], t.user + t.system)
+            label = " ".join(p.info["cmdline"] or [p.info["name"]])
+            out[(p.info["pid"], p.info["create_time"])] = (label[:60], t.user + t.system)
     return out
 
 
