@@ -252,7 +252,7 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
                 culled_after = time.monotonic() - t0
         # THEN the culler stops bob's silent server after its timeout …
         assert culled_after is not None, "the culler did not stop the silent server"
-        assert culled_after >= CULL_S - 3
+        assert culled_after >= CULL_S - 5, f"culled after {culled_after:.0f} s, before its {CULL_S} s timeout"
         out, err = await ada.result(progress, 90)
         # … and spares ada's, whose measurement kept reporting progress for longer than the timeout
         assert not err and "progress run done" in out, (out, err)
