@@ -101,3 +101,30 @@ def test_binder_is_what_repo2docker_reads_and_mirrors_environment_yml():
     assert [d for d in theirs if not d.startswith("jupyterhub==")] == [d for d in ours if not d.startswith(
         "jupyterhub>")], "binder/environment.yml is environment.yml with jupyterhub pinned: copy the change over"
     assert f"jupyterhub=={pin.group(1)}" in (ROOT / "docs" / "workshop.md").read_text()
+
+
+def test_a_full_node_refuses_the_next_server_and_a_failed_start_frees_its_cores(tmp_path, monkeypatch):
+    import asyncio
+
+    def spawner(name):
+        return pinned.PinnedSimpleSpawner(user=SimpleNamespace(name=name, url=f"/user/{name}/"), cores=[0],
+                                          cores_per_learner=1, home_dir_template=str(tmp_path / "{username}"))
+
+    ada, bob = spawner("ada"), spawner("bob")
+    try:
+        ada.pin()
+        with pytest.raises(pinned.NoFreeCores, match="1 learners at once is this node's capacity"):
+            asyncio.run(bob.start())
+        assert "bob" not in pinned._Pinned._taken
+        ada.release()
+
+        async def boom(self):
+            raise RuntimeError("server binary missing")
+
+        monkeypatch.setattr(pinned.SimpleLocalProcessSpawner, "start", boom)
+        with pytest.raises(RuntimeError, match="binary missing"):
+            asyncio.run(bob.start())
+        assert "bob" not in pinned._Pinned._taken  # its core went back to the pool
+    finally:
+        ada.release()
+        bob.release()
