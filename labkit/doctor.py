@@ -125,12 +125,14 @@ def _charts() -> Check:
 CHECKS: tuple[Callable[[], Check], ...] = (_cores, _load, _memory, _governor, _charts, _py_spy, _memray)
 
 
-def run_checks(checks: tuple[Callable[[], Check], ...] = CHECKS) -> tuple[Check, ...]:
-    """Run every check; a check that crashes is reported as a failure, never raised."""
-    results = []
+def run_checks(checks: tuple[Callable[[], Check | tuple[Check, ...]], ...] = CHECKS) -> tuple[Check, ...]:
+    """Run every check (one that returns several counts each); a check that crashes is reported as a failure,
+    never raised."""
+    results: list[Check] = []
     for fn in checks:
         try:
-            results.append(fn())
+            got = fn()
+            results.extend(got if isinstance(got, tuple) else (got,))
         except Exception as e:  # a broken probe must not hide the others
             name = fn.__name__.strip("_").replace("_", "-")
             results.append(Check(name, "fail", f"the check itself failed: {type(e).__name__}: {e}",

@@ -99,7 +99,25 @@ def fingerprint() -> dict[str, Any]:
         info["load_average"] = None
     info["memory_available_bytes"] = psutil.virtual_memory().available
     info["cpu_governor"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    info.update(_cgroup_cpu())
     return info
+
+
+def _cgroup_cpu() -> dict[str, Any]:
+    """The cores this process may use, its CFS quota (cores, None = none) and the cgroup's throttling so far:
+    two fingerprints taken around a measurement show whether the kernel paused it (``labkit room``)."""
+    from labkit.hub import cpu_quota
+
+    out: dict[str, Any] = {}
+    if hasattr(os, "sched_getaffinity"):
+        out["cpu_affinity"] = sorted(os.sched_getaffinity(0))
+    with contextlib.suppress(OSError, ValueError):
+        quota = cpu_quota()
+        out["cpu_quota_cores"] = quota.cores
+        thr = quota.throttling()
+        if thr is not None:
+            out["cpu_throttled_periods"], out["cpu_throttled_us"] = thr[1], thr[2]
+    return out
 
 
 class CpuWatch:

@@ -224,3 +224,31 @@ def test_erlang_c_matches_the_textbook_and_bounds_where_a_pool_matters():
             erlang_c(*bad)
     with pytest.raises(BadInputError):
         rate_where_pool_fills(2, 0.0)
+
+
+@pytest.mark.parametrize(("duration_s", "expected"), [(5.0, False), (30.0, None)])
+def test_observe_shows_progress_on_long_runs_only(monkeypatch, duration_s, expected):
+    # a run of 20 s or more keeps load.run's default bar (inside a notebook): the learner and the hub's culler
+    # both see it is alive; short ones inside helpers stay quiet
+    import importlib
+
+    obs = importlib.import_module("labkit.queueing.observation")
+
+    seen = {}
+
+    class Sampler:
+        error = None
+
+        def __init__(self, *a, **k): ...
+        def start(self): return self
+        def stop(self): return np.zeros((0, 1 + len(obs.FIELDS)))
+
+    def fake_run(url, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(obs, "StatsSampler", Sampler)
+    monkeypatch.setattr(obs, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop here"):
+        obs.observe("http://127.0.0.1:9/x", duration_s=duration_s)
+    assert seen["progress"] is expected

@@ -206,6 +206,17 @@ class Observation(TextRepr, Saveable):
                    **{k: decode_array(data[k]) for k in FIELDS})
 
 
+#: a run this long (s) shows load.run's progress bar (inside a notebook) even where short ones stay quiet: a
+#: hub's culler counts a kernel's output as activity, and a learner wants to see a long run is alive
+LONG_S = 20.0
+
+
+def _quiet_unless_long(seconds: float) -> bool | None:
+    """``progress=`` for a load run inside a helper: False (quiet) when short, None (load.run's default: a bar
+    inside a notebook) when it lasts :data:`LONG_S` or more."""
+    return None if seconds >= LONG_S else False
+
+
 def _base(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
@@ -225,7 +236,7 @@ def observe(url: str, *, every_s: float = 0.01, duration_s: float = 5.0, warmup_
     Raises:
         ServiceError: the service did not answer ``/stats`` (not a toyshop, or it stopped).
     """
-    run_kwargs.setdefault("progress", False)
+    run_kwargs.setdefault("progress", _quiet_unless_long(duration_s + warmup_s))
     sampler = StatsSampler(_base(url), every_s=every_s)
     sampler.start()
     try:

@@ -25,6 +25,7 @@ import numpy as np
 
 from labkit.latency import memory
 from labkit.machine import pinned, usable_cpus
+from labkit.stats import format_bytes
 
 C_CHASE = r"""
 #include <stdint.h>
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     ok &= ratio <= 1.2
                     verdict = f"goal ≤ 1.2×: {'met' if ratio <= 1.2 else 'MISSED'}"
-                print(f"{row:<9} {memory._fmt_bytes(size):>11}  {med['numba']:7.2f}ns {med['C']:7.2f}ns "
+                print(f"{row:<9} {format_bytes(size):>11}  {med['numba']:7.2f}ns {med['C']:7.2f}ns "
                       f"{ratio:7.2f}×  {med['signed']:13.2f}ns {med['signed'] / med['C']:7.2f}×   {verdict}")
                 del a, a_signed
     return 0 if ok else 1

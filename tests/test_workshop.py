@@ -1,0 +1,130 @@
+"""workshop/ and binder/: the hub config, the pinning spawner, the Helm values and the repo2docker files, as read
+by the tools that read them (JupyterHub's config loader, repo2docker's file names); no Docker, no Kubernetes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("jupyterhub")
+sys.path.insert(0, str(ROOT / "workshop"))
+import pinned  # noqa: E402
+
+HUB_PIN = re.compile(r"^\s*-\s+jupyterhub==(\d+\.\d+\.\d+)", re.M)
+
+
+def _deps(text: str) -> list[str]:
+    body = text.split("\ndependencies:", 1)[1]
+    return [re.sub(r"\s+#.*", "", m.group(1)) for m in re.finditer(r"^\s*-\s+(\S.*)$", body, re.M)]
+
+
+def test_allocate_gives_disjoint_blocks_and_says_when_the_node_is_full():
+    taken: dict[str, tuple[int, ...]] = {}
+    for user in ("ada", "bob", "cy"):
+        taken[user] = pinned.allocate(taken, range(1, 8), 2, user)
+    assert taken == {"ada": (1, 2), "bob": (3, 4), "cy": (5, 6)}
+    assert pinned.allocate(taken, range(1, 8), 2, "bob") == (3, 4)  # a restart keeps its cores
+    with pytest.raises(pinned.NoFreeCores, match="all 3 blocks of 2 core"):
+        pinned.allocate(taken, range(1, 8), 2, "dan")
+    del taken["bob"]
+    assert pinned.allocate(taken, range(1, 8), 2, "dan") == (3, 4)
+
+
+def test_the_spawner_pins_the_server_before_it_starts(tmp_path):
+    # GIVEN a spawner for one user with core 0 (every machine has it)
+    sp = pinned.PinnedSimpleSpawner(user=SimpleNamespace(name="ada", url="/user/ada/"), cores=[0],
+                                    cores_per_learner=1, home_dir_template=str(tmp_path / "{username}"))
+    try:
+        assert sp.pin() == (0,) and sp.environment["PERFLAB_CORES"] == "0"
+        # WHEN a child starts with its preexec function
+        out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)), os.getcwd())"],
+                             preexec_fn=sp.make_preexec_fn("ada"), capture_output=True, text=True, check=True)
+        # THEN it runs on that core only, in the learner's home
+        assert out.stdout.split() == ["[0]", str(tmp_path / "ada")]
+        assert sp.get_state()["cores"] == [0]
+    finally:
+        sp.release()
+    assert "ada" not in pinned._Pinned._taken
+
+
+def _load_config(env: dict[str, str]):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        return PyFileConfigLoader("jupyterhub_config.py", path=str(ROOT / "workshop")).load_config()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_the_hub_config_gives_exclusive_cores_no_quota_and_a_patient_culler():
+    c = _load_config({"PERFLAB_HUB_CORES": "2-9", "PERFLAB_HUB_CORES_PER_LEARNER": "2",
+                      "PERFLAB_CULL_TIMEOUT": "3600"})
+    assert c.JupyterHub.spawner_class == "pinned.PinnedSpawner"
+    assert c.Spawner.cores == list(range(2, 10)) and c.Spawner.cores_per_learner == 2
+    assert c.Spawner.cpu_limit is None and c.Spawner.cpu_guarantee == 2.0 and c.Spawner.mem_limit == "2048M"
+    assert c.Spawner.environment["PERFLAB_CULL_TIMEOUT"] == "3600"
+    culler = c.JupyterHub.services[0]["command"]
+    assert "jupyterhub_idle_culler" in culler and "--timeout=3600" in culler
+    assert c.JupyterHub.ip == "127.0.0.1"
+
+
+def test_helm_values_ask_for_guaranteed_exclusive_cores():
+    text = (ROOT / "workshop" / "z2jh-values.yaml").read_text()
+    cpu = re.search(r"cpu:\n\s+guarantee: (\S+).*\n\s+limit: (\S+)", text)
+    mem = re.search(r"memory:\n\s+guarantee: (\S+).*\n\s+limit: (\S+)", text)
+    assert cpu and cpu.group(1) == cpu.group(2) and cpu.group(1).isdigit(), "integer CPU request = limit"
+    assert mem and mem.group(1) == mem.group(2), "Guaranteed QoS needs memory request = limit too"
+    for needed in ("cpuManagerPolicy: static", "SYS_PTRACE", "prePuller:", "timeout: 3600", "cpuCFSQuota: false"):
+        assert needed in text
+
+
+def test_binder_is_what_repo2docker_reads_and_mirrors_environment_yml():
+    binder = ROOT / "binder"
+    for name in ("postBuild", "start"):
+        assert os.access(binder / name, os.X_OK), f"binder/{name} must be executable for repo2docker"
+        assert (binder / name).read_text().startswith("#!/usr/bin/env bash")
+    assert 'exec "$@"' in (binder / "start").read_text()  # repo2docker's start must hand over to the server
+    assert "pip install --no-deps -e ." in (binder / "postBuild").read_text()
+    ours, theirs = (_deps((p / "environment.yml").read_text()) for p in (ROOT, binder))
+    pin = HUB_PIN.search((binder / "environment.yml").read_text())
+    assert pin, "binder/environment.yml must pin jupyterhub at the hub's version (jupyterhub==X.Y.Z)"
+    assert [d for d in theirs if not d.startswith("jupyterhub==")] == [d for d in ours if not d.startswith(
+        "jupyterhub>")], "binder/environment.yml is environment.yml with jupyterhub pinned: copy the change over"
+    assert f"jupyterhub=={pin.group(1)}" in (ROOT / "docs" / "workshop.md").read_text()
+
+
+def test_a_full_node_refuses_the_next_server_and_a_failed_start_frees_its_cores(tmp_path, monkeypatch):
+    import asyncio
+
+    def spawner(name):
+        return pinned.PinnedSimpleSpawner(user=SimpleNamespace(name=name, url=f"/user/{name}/"), cores=[0],
+                                          cores_per_learner=1, home_dir_template=str(tmp_path / "{username}"))
+
+    ada, bob = spawner("ada"), spawner("bob")
+    try:
+        ada.pin()
+        with pytest.raises(pinned.NoFreeCores, match="1 learners at once is this node's capacity"):
+            asyncio.run(bob.start())
+        assert "bob" not in pinned._Pinned._taken
+        ada.release()
+
+        async def boom(self):
+            raise RuntimeError("server binary missing")
+
+        monkeypatch.setattr(pinned.SimpleLocalProcessSpawner, "start", boom)
+        with pytest.raises(RuntimeError, match="binary missing"):
+            asyncio.run(bob.start())
+        assert "bob" not in pinned._Pinned._taken  # its core went back to the pool
+    finally:
+        ada.release()
+        bob.release()

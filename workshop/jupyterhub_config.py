@@ -1,0 +1,89 @@
+# A benchmark-grade JupyterHub on one large node: `jupyterhub -f workshop/jupyterhub_config.py`
+# (docs/workshop.md explains every choice and the capacity arithmetic).
+#
+# Each learner's server gets cores of its own (workshop/pinned.py: affinity set before the server starts) and no
+# CPU quota; memory per learner is stated to the server (MEM_LIMIT, which `labkit doctor` checks) — enforce it
+# with SystemdSpawner (below) where systemd runs; the idle culler gives long measurements an hour.
+#
+# The numbers come from the environment so one file serves the node and the test (tests/test_hub.py):
+#   PERFLAB_HUB_CORES_PER_LEARNER  cores per learner (2 for full-size labs, 1 for QUICK)      default 2
+#   PERFLAB_HUB_CORES              cores learners may take, e.g. "2-63" (leave some to the hub) default 1..n-1
+#   PERFLAB_HUB_MEM_GIB            memory per learner                                         default 2
+#   PERFLAB_CULL_TIMEOUT           seconds of no activity before a server is stopped          default 3600
+#   PERFLAB_HUB_IP / _PORT         where the hub listens                                      127.0.0.1:8000
+#   PERFLAB_HUB_SPAWNER            "pinned" (system users, PAM) or "simple" (demo/test only)  default pinned
+import os
+import sys
+from pathlib import Path
+
+c = get_config()  # noqa: F821  (provided by JupyterHub when it loads this file)
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def _cores(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+PER_LEARNER = int(os.environ.get("PERFLAB_HUB_CORES_PER_LEARNER", "2"))
+CORES = _cores(os.environ.get("PERFLAB_HUB_CORES", "")) or list(range(1, os.cpu_count() or 1)) or [0]
+MEM_GIB = float(os.environ.get("PERFLAB_HUB_MEM_GIB", "2"))
+CULL_TIMEOUT = int(os.environ.get("PERFLAB_CULL_TIMEOUT", "3600"))
+
+c.JupyterHub.ip = os.environ.get("PERFLAB_HUB_IP", "127.0.0.1")
+c.JupyterHub.port = int(os.environ.get("PERFLAB_HUB_PORT", "8000"))
+c.JupyterHub.hub_ip = "127.0.0.1"
+
+# --- exclusive cores, no quota -----------------------------------------------------------------------------
+if os.environ.get("PERFLAB_HUB_SPAWNER", "pinned") == "simple":
+    c.JupyterHub.spawner_class = "pinned.PinnedSimpleSpawner"
+else:
+    c.JupyterHub.spawner_class = "pinned.PinnedSpawner"
+c.Spawner.cores_per_learner = PER_LEARNER
+c.Spawner.cores = CORES
+c.Spawner.cpu_limit = None  # a CFS quota throttles the bursts the labs measure: exclusive cores instead
+c.Spawner.cpu_guarantee = float(PER_LEARNER)  # what the learner has: stated so `labkit doctor --hub` can say so
+c.Spawner.mem_limit = f"{int(MEM_GIB * 1024)}M"
+c.Spawner.mem_guarantee = f"{int(MEM_GIB * 1024)}M"
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 60
+c.Spawner.http_timeout = 60
+
+# --- long measurements stay alive -------------------------------------------------------------------------
+# labkit's long runs print progress at least every 30 s; the server reports activity to the hub every minute,
+# and the culler stops a server only after CULL_TIMEOUT seconds of none. The server itself culls nothing.
+c.Spawner.environment = {
+    "PERFLAB_CULL_TIMEOUT": str(CULL_TIMEOUT),  # read by `labkit doctor --hub`
+    "PERFLAB_RESULTS": "results",  # experiment records land in the learner's home: `labkit room collect /home`
+    "JUPYTERHUB_ACTIVITY_INTERVAL": os.environ.get("PERFLAB_HUB_ACTIVITY_INTERVAL", "60"),
+}
+c.Spawner.args = ["--ServerApp.shutdown_no_activity_timeout=0", "--MappingKernelManager.cull_idle_timeout=0"]
+if c.JupyterHub.spawner_class == "pinned.PinnedSimpleSpawner" and os.geteuid() == 0:
+    c.Spawner.args.append("--ServerApp.allow_root=True")  # the demo spawner runs servers as the hub's user
+c.JupyterHub.last_activity_interval = int(os.environ.get("PERFLAB_HUB_ACTIVITY_INTERVAL", "60"))
+c.JupyterHub.load_roles = [{"name": "idle-culler", "scopes": ["list:users", "read:users:activity",
+                                                               "read:servers", "delete:servers"],
+                            "services": ["idle-culler"]}]
+c.JupyterHub.services = [{
+    "name": "idle-culler",
+    "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_TIMEOUT}",
+                f"--cull-every={max(CULL_TIMEOUT // 12, 1)}"],
+}]
+
+# --- where systemd runs: SystemdSpawner enforces the same with cgroups (not testable without systemd) -------
+# pip install jupyterhub-systemdspawner, then replace the spawner lines above with:
+#   c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"
+#   c.SystemdSpawner.mem_limit = "2G"          # MemoryMax= : enforced
+#   c.SystemdSpawner.cpu_limit = None          # no CPUQuota=
+#   def _allowed_cpus(spawner):                # AllowedCPUs= : a cpuset the learner cannot widen
+#       from pinned import allocate, _Pinned
+#       block = allocate(_Pinned._taken, CORES, PER_LEARNER, spawner.user.name)
+#       _Pinned._taken[spawner.user.name] = block
+#       spawner.unit_extra_properties = {"AllowedCPUs": ",".join(map(str, block))}
+#   c.SystemdSpawner.pre_spawn_hook = _allowed_cpus
+#   (and pop the user's block in c.Spawner.post_stop_hook)
