@@ -76,7 +76,7 @@ Decide = Callable[[CodeType], bool]
 Site = tuple["CodeType | None", int, "CodeType | None", int]
 # The call sites found last, newest first, as (depth, id(frame), code, f_lasti, site): see site_of.
 Hint = list
-HINTS = 4  # sites remembered per tap: the lines of a loop body that send queries, usually fewer
+HINTS = 8  # sites remembered per tap: the lines of a loop body (and its inner loops) that send queries
 
 # id(code) -> skipped? One cache per extra-skip tuple. Code objects seen are kept alive in _KEEP, so their ids
 # are never reused while cached.

@@ -273,26 +273,28 @@ def django_overhead(rounds: int) -> None:
 
     connection, workload = _django_setup()
     workload()  # opens the connection, warms Django's caches
-    w = watch(connection)
-    w_raw = watch(connection.connection)
+    raw = connection.connection
 
+    # a new watch per run, as `with watch(connection) as w:` is used (and as zeal_context() is): one Watch
+    # reused would keep its last 100 reports, and their statements, alive through the runs
     def bare() -> None:
         workload()
 
     def labkit_watched() -> None:
-        with w:
+        with watch(connection):
             workload()
 
     def labkit_read() -> None:
-        with w:
+        with watch(connection) as w:
             workload()
         w.report.suspects  # noqa: B018 - reading the report (built on first read) is what is added
 
     def raw_watched() -> None:
-        with w_raw:
+        with watch(raw):
             workload()
 
-    labkit_watched()
+    with watch(connection) as w:
+        workload()
     rep = w.report
     print(f"3. Django {django.get_version()} + SQLite, zeal's benchmark workload ({rep.count} queries, "
           f"{len(rep.suspects)} N+1 shapes found by labkit)")
