@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from labkit import doctor, hub
+from labkit.cli import doctor as doctor_cli
 from labkit.hub import CpuQuota, Probe, checks, cpu_quota
 
 STAT = "cpu  100 0 50 800 10 0 0 {steal} 0 0\ncpu0 50 0 25 400 5 0 0 0 0 0\n"
@@ -169,10 +170,10 @@ def test_doctor_runs_the_hub_checks_with_hub_or_inside_a_hub(monkeypatch, capsys
     monkeypatch.setattr(hub, "checks", lambda: (doctor.Check("cpu quota", "warn", "a quota", "ask"),))
     monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
     monkeypatch.setattr(doctor, "run_checks", lambda checks=(): tuple(c for fn in checks for c in fn()))
-    assert doctor.main([]) == 0 and "cpu quota" not in capsys.readouterr().out
-    assert doctor.main(["--hub"]) == 0 and "[WARN] cpu quota: a quota" in capsys.readouterr().out
+    assert doctor_cli.main([]) == 0 and "cpu quota" not in capsys.readouterr().out
+    assert doctor_cli.main(["--hub"]) == 0 and "[WARN] cpu quota: a quota" in capsys.readouterr().out
     monkeypatch.setenv("JUPYTERHUB_USER", "ada")
-    assert doctor.main([]) == 0 and "[WARN] cpu quota" in capsys.readouterr().out
+    assert doctor_cli.main([]) == 0 and "[WARN] cpu quota" in capsys.readouterr().out
 
 
 def test_the_real_probe_on_this_machine_reads_something():
