@@ -1,8 +1,7 @@
 """``labkit <command>``: a thin dispatcher; each command is a module of this package with ``main(argv) -> int``.
 
 The commands parse their arguments and call the package that does the work (``labkit.doctor``,
-``labkit.latency``, ``labkit.report`` …); nothing here measures. ``labkit serve`` is still
-:func:`labkit.service.main` (the service's start-up and signal handling live beside it).
+``labkit.latency``, ``labkit.report``, ``labkit.service`` …); nothing here measures.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ __all__ = ["main", "COMMANDS"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("labkit.cli.doctor", "check this machine can run the labs, and say what to fix"),
-    "serve": ("labkit.service", "run the toyshop service (and its catalog) in the foreground"),
+    "serve": ("labkit.cli.serve", "run the toyshop service (and its catalog) in the foreground"),
     "data": ("labkit.cli.data", "build or check the toyshop dataset"),
     "latency": ("labkit.cli.latency", "measure the latency-numbers table on this machine"),
     "report": ("labkit.cli.report", "run a notebook and write one self-contained HTML report of it"),
