@@ -39,7 +39,8 @@ def test_every_switch_has_a_scope_a_default_among_its_values_and_one_line():
         assert s.scope in ("request", "process") and s.does and "\n" not in s.does
         assert check(s.name, s.default, SWITCHES, "toyshop's") == s.default
         if s.range is not None:
-            assert not s.values and s.range[0] <= s.default <= s.range[1]
+            # an integer switch's default is in its range, or one of the named values it takes beside (queue)
+            assert s.default in s.values if s.values else s.range[0] <= s.default <= s.range[1]
             assert s.scope == "process"  # a query parameter is a string of an enum: request switches are choices
         else:
             assert s.default == s.values[0] and len(set(s.values)) == len(s.values)
@@ -66,8 +67,11 @@ def test_start_up_fills_every_default_and_checks_each_kind_of_switch():
     assert list(resolve()) == [s.name for s in TABLE]  # the order X-Variant and /health list them in
     assert resolve({"pool": "3", "queue": 2, "gc": "tuned"})["pool"] == 3
     assert resolve({"alloc": "census"})["pool"] == 1  # the census serves one request at a time
+    # queue names what it means: unbounded (the default) or at most N waiting, 0 included
+    assert resolve()["queue"] == "unbounded" and resolve({"queue": "0"})["queue"] == 0
+    assert resolve({"queue": "unbounded"})["queue"] == "unbounded"
     for bad, says in [({"pool": 0}, "pool=0: must be an integer 1–1024, default 40"),
-                      ({"pool": True}, "pool=True"), ({"queue": "-1"}, "queue='-1': must be an integer 0–1000000"),
+                      ({"pool": True}, "pool=True"), ({"queue": "-1"}, "queue='-1': must be unbounded, or an integer 0–1000000, default unbounded"),
                       ({"gc": "x"}, "use one of default, tuned (default 'default')"),
                       ({"n1": "x"}, "use one of naive, batched, join (default 'naive')"),
                       ({"nplus1": "join"}, "unknown variant switch 'nplus1'; toyshop's switches are n1, io")]:
@@ -86,6 +90,10 @@ def test_openapi_lists_every_switch_with_its_values():
     for s in TABLE:
         if s.range is None:
             assert listed[s.name]["enum"] == list(s.values) and listed[s.name]["default"] == s.default
+        elif s.values:  # named values beside the integers (queue: unbounded, or N)
+            named, number = listed[s.name]["oneOf"]
+            assert named["enum"] == list(s.values) and listed[s.name]["default"] == s.default
+            assert (number["type"], number["minimum"], number["maximum"]) == ("integer", *s.range)
         else:
             assert (listed[s.name]["minimum"], listed[s.name]["maximum"], listed[s.name]["default"]) == (
                 *s.range, s.default)

@@ -271,6 +271,14 @@ def test_fuzz_no_endpoint_answers_500(client, template, segment, params, accept)
         assert "server-timing" in resp.headers
 
 
+def test_queue_bounds_the_waiting_requests_and_zero_means_none_wait(db):
+    def limit(**variants):
+        return create_app(db, FakeCatalog.from_db(db), variants=variants).state.service._max_in_flight
+
+    assert limit(pool=3) is None and limit(pool=3, queue="unbounded") is None
+    assert limit(pool=3, queue=0) == 3 and limit(pool=3, queue=2) == 5
+
+
 def test_queue_switch_sheds_load_with_503(db):
     import asyncio
     import threading

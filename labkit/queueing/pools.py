@@ -63,9 +63,10 @@ class Services:
         self._kw = start_kwargs
         self._running: dict[tuple[int, int], Any] = {}
 
-    def get(self, pool: int = 40, queue: int = 0) -> Any:
-        """The running service with ``pool`` threads and ``queue`` (0: unbounded), started if need be."""
-        key = (int(pool), int(queue))
+    def get(self, pool: int = 40, queue: int | str = "unbounded") -> Any:
+        """The running service with ``pool`` threads and ``queue`` (``"unbounded"``, or at most N requests waiting
+        for a thread: 503 beyond), started if need be."""
+        key = (int(pool), queue if queue == "unbounded" else int(queue))
         svc = self._running.get(key)
         if svc is None or not svc.alive:
             from labkit.service import start
@@ -79,7 +80,7 @@ class Services:
         if set(v) - {"pool", "queue"} or kwargs:
             raise BadInputError(f"Services.start varies only pool= and queue= (set the rest once, in Services(...)); "
                                 f"got variants={v!r} and {sorted(kwargs)}")
-        return _Kept(self.get(int(v.get("pool", 40)), int(v.get("queue", 0))))
+        return _Kept(self.get(int(v.get("pool", 40)), v.get("queue", "unbounded")))
 
     def close(self) -> None:
         """Stop every service started here."""

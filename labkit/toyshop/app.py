@@ -26,8 +26,8 @@ added with :func:`labkit.trace.add` (one call where the work happens adds a stag
 time a request queued for a thread of the pool that runs the blocking SQLite work (the pool-sizing lesson).
 Every request switch (``docs/switches.md``, from :data:`labkit.toyshop.switches.TABLE`) may ride as a query
 parameter; the ``X-Variant`` header echoes the switches a response was made with. Bad input → 400
-``{"error": "bad_parameter", "parameter": …, "message": …}``; unknown id → 404; a catalog that does not answer → 502; with the ``queue`` switch set, requests beyond
-``pool + queue`` in flight → 503 at once (load shedding). Never 500 on any input (fuzz-tested).
+``{"error": "bad_parameter", "parameter": …, "message": …}``; unknown id → 404; a catalog that does not answer → 502; with ``queue=N`` (not ``unbounded``), requests beyond
+``pool + N`` in flight → 503 at once (load shedding). Never 500 on any input (fuzz-tested).
 
 Started with the process switch ``alloc=census``, the service counts every allocator call a request makes
 (:class:`labkit.alloc.Census`, memray) into the Server-Timing metrics ``alloc`` and ``alloc_bytes``. The count
@@ -117,7 +117,8 @@ class _Service:
         self._local = threading.local()
         self._limiter: anyio.CapacityLimiter | None = None
         self._in_flight = 0  # touched only on the event loop thread
-        self._max_in_flight = settings["pool"] + settings["queue"] if settings["queue"] else None
+        queue = settings["queue"]
+        self._max_in_flight = None if queue == "unbounded" else settings["pool"] + int(queue)
         self.config_cache = ConfigCache(self._load_config, mode="local")
         self.counts = Counts()  # GET /stats (in-flight accounting: labkit.toyshop.inflight)
         self.pool = BufferPool(scribble=settings["scribble"] == "on")  # the statement's buffers=pooled

@@ -25,7 +25,10 @@ _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog 
 
 def _switch_schema(s: Switch) -> dict[str, Any]:
     if s.range is not None:
-        return {"type": "integer", "minimum": s.range[0], "maximum": s.range[1], "default": s.default}
+        number = {"type": "integer", "minimum": s.range[0], "maximum": s.range[1]}
+        if s.values:  # named values beside the integers (queue: unbounded, or N)
+            return {"oneOf": [{"type": "string", "enum": list(s.values)}, number], "default": s.default}
+        return {**number, "default": s.default}
     return {"type": "string", "enum": list(s.values), "default": s.default}
 
 

@@ -57,22 +57,26 @@ class Switch:
     core: bool = False
 
     def __post_init__(self) -> None:
-        if bool(self.values) == (self.range is not None):
-            raise ValueError(f"switch {self.name!r}: give either values or an integer range")
-        if self.values:
+        if not self.values and self.range is None:
+            raise ValueError(f"switch {self.name!r}: give values, an integer range, or both")
+        if self.values and self.range is None:
             object.__setattr__(self, "default", self.values[0])
 
     @property
     def choices(self) -> str:
-        """The allowed values as a user reads them: ``naive, batched, join`` or ``an integer 1–1024``."""
+        """The allowed values as a user reads them: ``naive, batched, join``, ``an integer 1–1024``, or both
+        (``unbounded, or an integer 0–1000000``)."""
         if self.range is not None:
-            return f"an integer {self.range[0]}–{self.range[1]}"
+            number = f"an integer {self.range[0]}–{self.range[1]}"
+            return f"{', '.join(self.values)}, or {number}" if self.values else number
         return ", ".join(self.values)
 
     def check(self, value: Any) -> Any:
-        """``value`` if allowed (an integer switch's as an int: ``"2"`` → 2), else raise BadInputError saying
-        what is allowed and the default."""
+        """``value`` if allowed (an integer switch's as an int: ``"2"`` → 2; a named value of a switch that also
+        takes integers as given), else raise BadInputError saying what is allowed and the default."""
         if self.range is not None:
+            if self.values and value in self.values:
+                return value
             lo, hi = self.range
             if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
                     or not lo <= int(value) <= hi:
@@ -129,10 +133,12 @@ TABLE: tuple[Switch, ...] = (
            ("default", "tuned")),
     Switch("pool", _P, "07_tail_latency", "threads that run the blocking SQLite work", range=(1, 1024),
            default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work"),
-    Switch("queue", _P, "07_tail_latency", "0: requests wait for a pool thread without bound; N: beyond pool + N "
-                                           "requests in flight, answer 503 at once (load shedding)",
-           range=(0, 1_000_000), default=0, hint="0 = wait unbounded; N = answer 503 when more than pool + N "
-                                                 "requests are in flight"),
+    Switch("queue", _P, "07_tail_latency", "unbounded: requests wait for a pool thread however many are waiting; "
+                                           "N: at most N wait, so beyond pool + N requests in flight the service "
+                                           "answers 503 at once (load shedding; 0: none wait)",
+           ("unbounded",), range=(0, 1_000_000), default="unbounded",
+           hint="unbounded = every request waits its turn; N = answer 503 when more than pool + N requests are in "
+                "flight"),
     Switch("scribble", _P, "03_preallocation", "debug: fill released pool buffers with 0xDD (and a red zone)",
            ("off", "on")),
     Switch("alloc", _P, "03_preallocation", "count allocator calls per request (memray) into Server-Timing alloc; "
@@ -142,7 +148,8 @@ SWITCHES: Mapping[str, Switch] = MappingProxyType({s.name: s for s in TABLE})
 #: per-request switches: name -> allowed values, baseline first.
 REQUEST_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {s.name: s.values for s in TABLE if s.scope == "request"})
-#: process switches: name -> allowed values (empty for the integer switches ``pool`` and ``queue``).
+#: process switches: name -> allowed values (none for ``pool``, an integer; ``unbounded`` for ``queue``, which also
+#: takes an integer).
 PROCESS_SWITCHES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {s.name: s.values for s in TABLE if s.scope == "process"})
 
