@@ -297,11 +297,16 @@ def assert_charts_drawn(page, at_least: int) -> None:
     page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=60_000)
     embeds = page.locator(".jp-OutputArea-output .vega-embed")
     _wait_until(lambda: embeds.count() >= at_least, 60, f"expected at least {at_least} charts, found {embeds.count()}")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
     blank = []
     for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
-        embeds.nth(i).scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        if embeds.nth(i).evaluate(_BLANK_JS):
+        chart = embeds.nth(i)
+        chart.scroll_into_view_if_needed()
+        try:  # painted as soon as it is (no fixed pause), blank if still not after 10 s on a busy machine
+            page.wait_for_function(f"(el) => !({_BLANK_JS})(el)", arg=chart.element_handle(), polling=100,
+                                   timeout=10_000)
+        except PlaywrightTimeoutError:
             blank.append(i)
     assert not blank, f"charts drawn blank: {blank}"
 
