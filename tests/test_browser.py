@@ -6,9 +6,10 @@ skipped when Chromium is missing; in CI (CI=true) a missing browser is a failure
 
 A lab is not run again here: test_notebooks.py's papermill run of it (``notebook_runs`` in conftest.py, once per
 session) is opened in JupyterLab as a learner would reopen a lab they ran — trusted, its widgets drawn from the
-state the run saved — and every chart it drew must be painted there. Only the panels need a live kernel: each
-panel's test runs the lab's own cells that build the panel (``PANELS``), clicks Run and waits for the click's
-result on the chart; with the papermill run, that is the lab's two executions per suite run (tests/README.md).
+state the run saved, no cell run (the kernel JupyterLab starts on opening stays idle and is shut down after)
+— and every chart it drew must be painted there. Only the panels need a live kernel: each panel's test runs
+the lab's own cells that build the panel (``PANELS``), clicks Run and waits for the click's result on the
+chart; with the papermill run, that is the lab's two executions per suite run (tests/README.md).
 
 JupyterLab serves a temporary folder (outputs never land in the checkout). Every request the page makes is
 watched: one that leaves 127.0.0.1 (or fails) fails the test.
