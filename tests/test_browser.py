@@ -6,9 +6,10 @@ skipped when Chromium is missing; in CI (CI=true) a missing browser is a failure
 
 A lab is not run again here: test_notebooks.py's papermill run of it (``notebook_runs`` in conftest.py, once per
 session) is opened in JupyterLab as a learner would reopen a lab they ran — trusted, its widgets drawn from the
-state the run saved — and every chart it drew must be painted there. Only the panels need a live kernel: each
-panel's test runs the lab's own cells that build the panel (``PANELS``), clicks Run and waits for the click's
-result on the chart; with the papermill run, that is the lab's two executions per suite run (tests/README.md).
+state the run saved, no cell run (the kernel JupyterLab starts on opening stays idle and is shut down after)
+— and every chart it drew must be painted there. Only the panels need a live kernel: each panel's test runs
+the lab's own cells that build the panel (``PANELS``), clicks Run and waits for the click's result on the
+chart; with the papermill run, that is the lab's two executions per suite run (tests/README.md).
 
 JupyterLab serves a temporary folder (outputs never land in the checkout). Every request the page makes is
 watched: one that leaves 127.0.0.1 (or fails) fails the test.
@@ -297,11 +298,16 @@ def assert_charts_drawn(page, at_least: int) -> None:
     page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=60_000)
     embeds = page.locator(".jp-OutputArea-output .vega-embed")
     _wait_until(lambda: embeds.count() >= at_least, 60, f"expected at least {at_least} charts, found {embeds.count()}")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
     blank = []
     for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
-        embeds.nth(i).scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        if embeds.nth(i).evaluate(_BLANK_JS):
+        chart = embeds.nth(i)
+        chart.scroll_into_view_if_needed()
+        try:  # painted as soon as it is (no fixed pause), blank if still not after 10 s on a busy machine
+            page.wait_for_function(f"(el) => !({_BLANK_JS})(el)", arg=chart.element_handle(), polling=100,
+                                   timeout=10_000)
+        except PlaywrightTimeoutError:
             blank.append(i)
     assert not blank, f"charts drawn blank: {blank}"
 
