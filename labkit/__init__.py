@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {"alloc", "charts", "check", "client", "clock", "doctor", "errors", "latency", "load", "nplusone",
                "profile", "record", "report", "results", "service", "stats", "toyshop", "trace", "exercises",
-               "fingerprint", "widgets", "layout"}
+               "fingerprint", "widgets", "layout", "exact", "runner", "sealing"}
 
 
 def __getattr__(name: str) -> Any:
