@@ -107,7 +107,8 @@ def test_a_correct_but_bulky_answer_fails_the_bytes_budget():
 
 def test_graded_orders_are_generated_for_the_grading():
     # GIVEN a dataset order and two seeds
-    a, b, again = lab05._fresh(3, 1), lab05._fresh(3, 2), lab05._fresh(3, 1)
+    catalog = lab05._source()[1]
+    a, b, again = lab05._fresh(catalog, 3, 1), lab05._fresh(catalog, 3, 2), lab05._fresh(catalog, 3, 1)
     # THEN the courier view differs from the dataset's and between seeds, and a seed reproduces its order
     assert lab05.courier_view(a) != lab05.courier_view(lab05.load_order(3)) != lab05.courier_view(b)
     assert a == again and set(a) == set(lab05.load_order(3))

@@ -92,12 +92,20 @@ def _source() -> tuple[Any, Any, tuple[int, ...], tuple[int, ...]]:
     return conn, FakeCatalog.from_db(path), big, single
 
 
-def load_order(order_id: int) -> dict[str, Any]:
-    """Order ``order_id`` as ``/orders/{id}`` builds it (small dataset, in process)."""
+def load_order(order_id: int, catalog: Any = None) -> dict[str, Any]:
+    """Order ``order_id`` as ``/orders/{id}`` builds it (small dataset, in process; ``catalog``: the products
+    to read, default the lab's shared in-process catalog)."""
     from labkit.toyshop.export import order_detail
 
-    conn, catalog, _, _ = _source()
-    return order_detail(conn, catalog, order_id)
+    conn, shared, _, _ = _source()
+    return order_detail(conn, shared if catalog is None else catalog, order_id)
+
+
+def _read(format: str, body: bytes) -> Any:
+    """The courier app's decoder for ``format`` — in code, not a table a learner could change in place."""
+    if format == "msgpack":
+        return msgpack.unpackb(body, raw=False)
+    return json.loads(body)
 
 
 def _reference(order: Mapping[str, Any]) -> bytes:
@@ -126,11 +134,11 @@ _WORDS = ("blue", "quiet", "rapid", "Zürich", "☕", "“kettle”", "mini", "d
 _STATUSES = ("placed", "paid", "packed", "shipped", "delivered", "cancelled")
 
 
-def _fresh(template: int, seed: int, *, unknown: bool = False, one: bool = False) -> dict[str, Any]:
-    """Order ``template``'s shape (every field ``/orders/{id}`` has) with every value the courier app reads
-    drawn from ``seed``: an order that exists nowhere before this call."""
+def _fresh(catalog: Any, template: int, seed: int, *, unknown: bool = False, one: bool = False) -> dict[str, Any]:
+    """Order ``template``'s shape (every field ``/orders/{id}`` has, its products read from ``catalog``) with
+    every value the courier app reads drawn from ``seed``: an order that exists nowhere before this call."""
     rng = random.Random(seed)
-    order = load_order(template)
+    order = load_order(template, catalog)
     order["id"] = rng.randrange(10**6, 10**9)
     order["status"] = rng.choice(_STATUSES)
     order["total_cents"] = rng.randrange(100, 10**7)
@@ -148,13 +156,13 @@ def _fresh(template: int, seed: int, *, unknown: bool = False, one: bool = False
     return order
 
 
-def _differ(read: Callable[[bytes], Any], format: str) -> Callable[[bytes, Any], str | None]:
+def _differ(format: str) -> Callable[[bytes, Any], str | None]:
     """Where your bytes differ from what the courier app needs (the baseline's answer, viewed), or None."""
     def differ(want: bytes, got: Any) -> str | None:
         if type(got) is not bytes:
             return f"encode must return bytes (exactly: no subclass or view), got {kind(got)}"
         try:
-            mine = read(got)
+            mine = _read(format, got)
         except Exception as e:  # not readable as the declared format at all
             return f"the courier app cannot read your bytes as {format}: {type(e).__name__}: {str(e)[:80]}"
         return difference(courier_view(json.loads(want)), mine, "the decoded order")
@@ -185,14 +193,19 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         return EXERCISE.refuse(f"format={format!r}: the courier app reads {' or '.join(map(repr, FORMATS))}")
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
-    differ = _differ(FORMATS[format], format)
+    from labkit.toyshop.catalog import FakeCatalog
+    from labkit.toyshop.dataset import ensure
+
+    differ = _differ(format)
     _, _, big, single = _source()
+    catalog = FakeCatalog.from_db(ensure("small", quiet=True))  # this grading's own products: nothing shared
     pick = lambda: rng.choice(big)  # noqa: E731
-    graded = [(_fresh(rng.choice(single), rng.randrange(2**31)),), (_fresh(pick(), rng.randrange(2**31), unknown=True),),
-              (_fresh(pick(), rng.randrange(2**31), one=True),),
-              *((_fresh(pick(), rng.randrange(2**31)),) for _ in range(band(rng, cases, 0.35)))]
+    graded = [(_fresh(catalog, rng.choice(single), rng.randrange(2**31)),),
+              (_fresh(catalog, pick(), rng.randrange(2**31), unknown=True),),
+              (_fresh(catalog, pick(), rng.randrange(2**31), one=True),),
+              *((_fresh(catalog, pick(), rng.randrange(2**31)),) for _ in range(band(rng, cases, 0.35)))]
     rng.shuffle(graded)
-    budgeted = (pick(), rng.randrange(2**31))
+    budgeted = (catalog, pick(), rng.randrange(2**31))
     timed_orders = [pick() for _ in range(64)]
     timed_seed = rng.randrange(2**31)
 
@@ -200,7 +213,7 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         return f"order {case[0]['id']} ({len(case[0]['items'])} items)"
 
     def inputs(k: int) -> tuple[Any, ...]:
-        return (_fresh(timed_orders[k % len(timed_orders)], timed_seed + k),)
+        return (_fresh(catalog, timed_orders[k % len(timed_orders)], timed_seed + k),)
 
     with Runner() as runner:
         def small() -> Item:
