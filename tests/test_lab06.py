@@ -38,12 +38,15 @@ def _no_discount(orders):
     return sorted(((c, s, u, v) for (c, s), (u, v) in totals.items()), key=lambda r: (-r[3], r[0], r[1]))
 
 
+_CLOCK = time.perf_counter  # bound now: a cheat that slows time.perf_counter must not shorten this one's sleep
+
+
 def lean_but_slow(orders):
     """Right and lean, but no faster than the baseline (it sleeps the time it saved): what the generic cheats
     wrap, so a gated or tampering cheat reaches the speed check instead of failing at the allocation budget."""
-    t0 = time.perf_counter()
+    t0 = _CLOCK()
     out = reference(orders)
-    time.sleep(9 * (time.perf_counter() - t0))
+    time.sleep(9 * (_CLOCK() - t0))
     return out
 
 
