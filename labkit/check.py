@@ -367,12 +367,13 @@ def _differs(differ: Callable[[Any, Any], str | None], want: Any, got: Any) -> s
 
 
 def answers(runner: Runner, solution: Callable[..., Any], baseline: Callable[..., Any],
-            cases: Iterable[tuple[Any, ...]], *, differ: Callable[[Any, Any], str | None] = difference,
+            cases: Iterable[tuple[Any, ...] | Callable[[], tuple[Any, ...]]], *, differ: Callable[[Any, Any], str | None] = difference,
             show: Callable[[tuple[Any, ...]], str] | None = None, copy: bool = True) -> Item:
     """Correctness: the solution (called through ``runner``) answers every case exactly as the baseline does.
 
     Args:
-        cases: argument tuples — edge cases, fresh random inputs, **and inputs of the timed size**.
+        cases: argument tuples — edge cases, fresh random inputs, **and inputs of the timed size** — or
+            zero-argument callables that build one (each side then gets its own build, nothing copied).
         differ: ``differ(want, got)`` → where they differ, or None (default :func:`difference`).
         show: how a case is named in a message (default: a short ``repr`` of its arguments).
         copy: deep-copy the arguments for each call, so neither side sees the other's mutations.
@@ -382,9 +383,11 @@ def answers(runner: Runner, solution: Callable[..., Any], baseline: Callable[...
     n = 0
     for case in cases:
         n += 1
-        name = show(case) if show else _short(case)
-        want, want_err = _call(baseline, case, copy)
-        got = runner.call(solution, _copy.deepcopy(case) if copy else case)
+        built = callable(case)
+        args = case() if built else case
+        name = show(args) if show else _short(args)
+        want, want_err = _call(baseline, args, copy and not built)
+        got = runner.call(solution, case() if built else _copy.deepcopy(args) if copy else args)
         if want_err is not None:
             if got.error is None:
                 return failed(f"on {name}: expected {type(want_err).__name__} (as the baseline raises)",

@@ -450,7 +450,11 @@ def standard_cheats(baseline: Callable[..., Any], lab: types.ModuleType, *, wron
     answer and its module: memoised; gated by size (``size(*args) >= at_least`` is "timed"), by call count
     and by stack, answering ``wrong`` when they think they are timed; lazy, subclassed, always-equal; the
     three tamperings; the malformed answers. Add the lab's own: hard-coded inputs (the dataset's), meters
-    walked around, shared objects mutated, fakes read behind their API."""
+    walked around, shared objects mutated, fakes read behind their API. The tamperings replace the lab's
+    public name of ``baseline`` (its ``__name__``: ``lab00.unique_in_order``, ``lab03.baseline``)."""
+    name = baseline.__name__
+    if getattr(lab, name, None) is None:
+        raise AssertionError(f"{lab.__name__} has no public {name!r}: pass the lab's own baseline")
     return {"memoised": memoised(baseline),
             "size-gated": size_gated(baseline, size, at_least, wrong),
             "call-count-gated": count_gated(baseline, honest_calls, wrong),
@@ -458,8 +462,8 @@ def standard_cheats(baseline: Callable[..., Any], lab: types.ModuleType, *, wron
             "lazy answer": lazy(baseline),
             "subclassed answer": subclassed(baseline),
             "always-equal": always_equal(baseline),
-            "tampers with the lab's names": tampering_lab(baseline, lab),
-            "swaps the baseline's code": tampering_code(baseline, lab),
+            "tampers with the lab's names": tampering_lab(baseline, lab, name),
+            "swaps the baseline's code": tampering_code(baseline, lab, name),
             "tampers with labkit's names": tampering_labkit(baseline),
             **malformed()}
 
