@@ -11,7 +11,7 @@ import math
 import statistics
 
 import pytest
-from graderkit import assert_grader
+from graderkit import always_equal, assert_grader, lazy, malformed, subclassed
 
 from labkit.exercises import lab07
 from labkit.load import run
@@ -60,6 +60,11 @@ def as_a_list(s):
     return [capacity, True]
 
 
+class _Loud:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
 def _experiment():
     return Experiment.plan("Pool for the target", "Little's law: rate × W threads busy; at 60 % busy a request "
                            "rarely waits for a thread, so at the target rate it takes about 1.2 × its time alone",
@@ -67,12 +72,16 @@ def _experiment():
 
 
 GRADER_CASES = {
-    "grade": lambda fn: lab07.check(fn, _experiment(), capacity_s=1.0, objective_s=2.5, save=False),
+    "grade": lambda fn, experiment: lab07.check(fn, experiment, capacity_s=1.0, objective_s=2.5, save=False),
+    "experiment": _experiment,
     "reference": reference,
     "baseline": lab07.baseline,
     "wrong": wrong,
     "cheats": {"copied": copied_from_an_earlier_draw(), "load-tested": load_tested_and_the_most_allowed,
-               "over-provisioned": over_provisioned, "malformed": as_a_list},
+               "over-provisioned": over_provisioned, "a list and a bool": as_a_list,
+               "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
+               "always-equal": always_equal(reference),
+               **{k: v for k, v in malformed().items() if k in ("malformed: raising dunders", "malformed: SystemExit")}},
 }
 
 
@@ -120,18 +129,21 @@ def test_refusals_and_bad_answers_say_what_to_pass():
     exp = _experiment()
     assert "pass your function itself" in str(lab07.check(3))
     assert "factor must be > 1" in str(lab07.check(reference, exp, factor=1))
-    assert "experiment= takes" in str(lab07.check(reference))
-    assert "predicted_ratio" in str(lab07.check(reference, Experiment.plan("x", "a hypothesis here")))
+    no_exp = lab07.check(reference)  # the prediction first: nothing is started without it
+    assert not no_exp.passed and no_exp.items[0].criterion == "prediction" and len(no_exp.items) == 1
+    no_ratio = lab07.check(reference, Experiment.plan("x", "a hypothesis here"))
+    assert "no predicted ratio" in str(no_ratio) and len(no_ratio.items) == 1
     assert lab07._answer((100.0, 4)) == (100.0, 4)
     assert "tuple" in lab07._answer(120.5) and "tuple" in lab07._answer([100.0, 4])
     assert "positive number" in lab07._answer((float("nan"), 4))
     assert "int >= 1" in lab07._answer((100, 2.5)) and "int >= 1" in lab07._answer((100, True))
-
-    class Sneaky(float):
-        def __repr__(self):
-            raise RuntimeError("no")
-
-    assert "positive number" in lab07._answer((Sneaky(100.0), 4))
+    # the answer's form is read exactly: no subclass, proxy or object whose repr raises gets through, or crashes
+    assert "positive number" in lab07._answer((type("F", (float,), {})(100.0), 4))
+    assert "tuple" in lab07._answer(type("T", (tuple,), {})((100.0, 4)))
+    assert "whose repr raised" in lab07._answer(_Loud()) and "whose repr raised" in lab07._answer((_Loud(), 4))
+    for name, fn in malformed().items():
+        if "raises" not in fn.__name__ and "exits" not in fn.__name__:
+            assert isinstance(lab07._answer(fn()), str), name
 
 
 def test_solution_only_after_an_attempt_and_hints_do_not_give_the_formula():

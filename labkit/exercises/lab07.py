@@ -27,8 +27,10 @@ test — and the pool size you choose for the target. The check grades, in order
    takes at the target rate with your pools, over its time alone (both in units of its deployment's W, both
    deployments pooled), concluded and saved.
 
-The plan runs in the grader's process: what that withstands and what not is :mod:`labkit.check`'s threat
-model (code that reads the grader's frames or the service's process arguments can learn the emulated delay).
+The prediction is asked for first: without it nothing is started. The plan runs in the grader's process,
+through a :class:`labkit.check.Runner`, and the module is sealed at import: what that withstands and what not
+is :mod:`labkit.check`'s threat model (code that reads the grader's frames or the service's process arguments
+can learn the emulated delay).
 """
 
 from __future__ import annotations
@@ -45,7 +47,21 @@ from typing import Any
 
 import numpy as np
 
-from labkit.check import CheckResult, Exercise, Item, concluded, failed, fresh_seed, not_callable, passed
+from labkit.check import (
+    CheckResult,
+    Exercise,
+    Item,
+    Runner,
+    failed,
+    fresh_seed,
+    not_callable,
+    passed,
+    planned,
+    prediction,
+    seal,
+)
+from labkit.compare import compare as _compare
+from labkit.exact import kind
 from labkit.record import Experiment
 
 __all__ = ["Scenario", "Deployment", "draw", "example", "baseline", "check", "hint", "solution",
@@ -204,7 +220,7 @@ def _answer(got: Any) -> tuple[float, int] | str:
     """The (capacity, pool) your function returned, or what is wrong with it (exact types: a tuple of a float
     or int and an int)."""
     if type(got) is not tuple or len(got) != 2:
-        return f"return a tuple (capacity in req/s, pool size), got {type(got).__name__}: {_short(got)}"
+        return f"return a tuple (capacity in req/s, pool size), got {kind(got)}: {_short(got)}"
     cap, pool = got
     if type(cap) not in (int, float) or not math.isfinite(cap) or cap <= 0:
         return f"the capacity must be a positive number of req/s (an int or a float), got {_short(cap)}"
@@ -217,8 +233,16 @@ def _short(value: Any) -> str:
     try:
         text = repr(value)
     except Exception as e:  # an answer whose repr raises is reported, never raised
-        text = f"<{type(value).__name__} whose repr raised {type(e).__name__}>"
+        text = f"<{kind(value)} whose repr raised {type(e).__name__}>"
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _error(e: BaseException) -> str:
+    try:
+        text = str(e)
+    except Exception:  # an exception that cannot be printed is still reported
+        text = "<its message could not be printed>"
+    return f"{type(e).__name__}: {text[:160]}"
 
 
 def _in_units_of_w(r: Any, w_ns: float) -> np.ndarray:
@@ -245,10 +269,6 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         return refused
     if not factor > 1:
         return EXERCISE.refuse(f"factor must be > 1 (1.5 allows 2/3× to 1.5×), got {factor!r}")
-    if not isinstance(experiment, Experiment) or experiment.predicted_ratio is None:
-        return EXERCISE.refuse("experiment= takes the Experiment.plan(...) you wrote before the check, with a "
-                               "predicted_ratio: a request's time at the target rate with your pool over its time "
-                               "alone (1.2 = a fifth longer), and the napkin math behind it")
     from labkit.queueing.pools import order_paths
 
     seed = fresh_seed() if seed is None else seed
@@ -261,22 +281,23 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
 
         d = deployments[k]
         where = f"deployment {k + 1} (pool={d.pool}, {d.rate:,.0f} req/s target)"
-        with _running(d, d.pool) as (svc, s):
+        with _running(d, d.pool) as (svc, s), Runner(timeout_s=120) as runner:
             before = _stats(svc.url)
-            try:
-                got = _answer(plan(s))
-            except Exception as e:  # the learner's code: reported, never raised
-                return failed(f"{where}: your function raised {type(e).__name__}: {e}",
-                              hint="run it on lab07.example() and read the traceback")
+            out = runner.call(plan, (s,))
+            if out.error is not None:  # the learner's code: reported, never raised
+                return failed(f"{where}: your function raised {_error(out.error)}",
+                              hint="run it on lab07.example() and read the traceback", criterion="correctness")
+            got = _answer(out.value)
             after = _stats(svc.url)
             sent, peak = after["served"] - before["served"], after["peak_in_flight"]  # the peak since it started
             if sent > MAX_REQUESTS or peak > MAX_IN_FLIGHT:
                 return failed(f"{where}: your plan sent {sent} requests, {peak} at most in flight at once (counted "
                               "by the service)", f"the plan may send {MAX_REQUESTS} at most, {MAX_IN_FLIGHT} at a "
                               "time: the capacity is predicted from single requests and a model, not load-tested",
-                              "measure W with concurrency=1 and max_requests=… and let Little's law do the rest")
+                              "measure W with concurrency=1 and max_requests=… and let Little's law do the rest",
+                              criterion="correctness")
             if isinstance(got, str):
-                return failed(f"{where}: {got}")
+                return failed(f"{where}: {got}", criterion="correctness")
             alone = _alone(svc.url, s.paths, 0.5)
             flat = run(svc.url, concurrency=3 * d.pool, duration_s=capacity_s, warmup_s=0.3, paths=s.paths,
                        progress=False)
@@ -288,8 +309,9 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
                 f"({sent} requests from your plan)")
         if not 1 / factor <= ratio <= factor:
             return failed(said, f"{ratio:.2f}× {'over' if ratio > 1 else 'under'}, outside {factor:g}×",
-                          "lab07.hint(2): what limits how many requests the pool finishes per second?")
-        return passed(f"{said} — within {factor:g}×")
+                          "lab07.hint(2): what limits how many requests the pool finishes per second?",
+                          criterion="correctness")
+        return passed(f"{said} — within {factor:g}×", criterion="correctness")
 
     def sized(k: int) -> Item:
         d = deployments[k]
@@ -299,15 +321,16 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         where = f"deployment {k + 1}: pool={pool}"
         if pool > MAX_POOL:
             return failed(f"{where} needs {pool} database connections", f"the database allows {MAX_POOL}",
-                          "choose at most s.max_pool threads")
+                          "choose at most s.max_pool threads", criterion="budget")
         if pool > most:
             return failed(f"{where} is over-provisioned: at {d.rate:,.0f} req/s about {busy:.1f} threads are busy "
                           f"on average (rate × W), each of yours {busy / pool:.0%} of the time",
                           f"a pool is not free (a connection and a stack per thread, more threads taking turns on "
                           f"the interpreter lock): at most {OVER_PROVISIONED:g} × rate × W = {most} threads",
-                          "size the pool from Little's law at the target rate, with headroom, not the most allowed")
+                          "size the pool from Little's law at the target rate, with headroom, not the most allowed",
+                          criterion="budget")
         return passed(f"{where} fits the database and is not over-provisioned (at most {most} for about "
-                      f"{busy:.1f} threads busy)")
+                      f"{busy:.1f} threads busy)", criterion="budget")
 
     def objective(k: int) -> Item:
         from labkit.load import run
@@ -334,20 +357,22 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         said = (f"deployment {k + 1} with pool={pool} at {d.rate:,.0f} req/s: P99 {got_ms:,.1f} ms "
                 f"({got_ms * 1e6 / w_ns:.1f} W), {r.error_count} failed{again}")
         if met(r):
-            return passed(f"{said} — within the objective of {P99_OVER_W:g} W = {p99_ms:,.0f} ms")
+            return passed(f"{said} — within the objective of {P99_OVER_W:g} W = {p99_ms:,.0f} ms", criterion="budget")
         busy = busy_note(r)
         return failed(said, f"the objective is P99 ≤ {P99_OVER_W:g} W = {p99_ms:,.0f} ms with nothing failed" +
                       (f" ({busy})" if busy else ""),
-                      "lab07.hint(2): how many threads are busy at this rate, on average and at a peak?")
+                      "lab07.hint(2): how many threads are busy at this rate, on average and at a peak?",
+                      criterion="budget")
 
-    def predicted() -> tuple[Item, ...]:
-        from labkit.compare import compare
-
+    def predicted() -> Item:
         alone = np.concatenate([_in_units_of_w(answers[k][3], answers[k][2]) for k in (0, 1)])
         loaded = np.concatenate([_in_units_of_w(at_rate[k], answers[k][2]) for k in (0, 1)])
-        c = compare(alone, loaded, names=("a request alone", "at the target rate, your pool"))
-        return concluded(experiment, c, save=save)
+        c = _compare(alone, loaded, names=("a request alone", "at the target rate, your pool"))
+        return prediction(experiment, c, save=save)
 
-    result = EXERCISE.grade(lambda: capacity(0), lambda: sized(0), lambda: capacity(1), lambda: sized(1),
+    result = EXERCISE.grade(lambda: planned(experiment), lambda: capacity(0), lambda: sized(0), lambda: capacity(1), lambda: sized(1),
                             lambda: objective(0), lambda: objective(1), predicted)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())
