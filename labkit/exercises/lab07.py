@@ -12,6 +12,8 @@ Your function gets each deployment running, as a :class:`Scenario`, and returns 
 capacity (req/s) you predict for the service *as it runs now* — from single requests and a model, not a load
 test — and the pool size you choose for the target. The check grades, in order, stopping at the first failure:
 
+0. **your prediction is planned** — the :class:`labkit.record.Experiment` you wrote before the check, with a
+   predicted ratio (see 4.); without it nothing is started;
 1. **your plan's requests**, counted by the service itself (its ``/stats``, not by your function): at most
    :data:`MAX_REQUESTS` requests, at most :data:`MAX_IN_FLIGHT` in flight at once — single requests, so the
    capacity is predicted, not load-tested;
@@ -23,14 +25,13 @@ test — and the pool size you choose for the target. The check grades, in order
    W the grader's own single-request time) fails; then the grader restarts the service with it and offers
    ``rate`` with Poisson arrivals for a few seconds: P99 within ``p99_over_w × W`` and no request failed (a run
    that missed while other programs kept the machine busy is measured once more, and says so);
-4. **your prediction** — the :class:`labkit.record.Experiment` you planned before the check: the time a request
-   takes at the target rate with your pools, over its time alone (both in units of its deployment's W, both
-   deployments pooled), concluded and saved.
+4. **your prediction concluded** — its ratio is the time a request takes at the target rate with your pools,
+   over its time alone (both in units of its deployment's W, both deployments pooled), measured by the
+   grader's runs of 2. and 3.; judged on the effect and saved (a refuted prediction is a result, and passes).
 
-The prediction is asked for first: without it nothing is started. The plan runs in the grader's process,
-through a :class:`labkit.check.Runner`, and the module is sealed at import: what that withstands and what not
-is :mod:`labkit.check`'s threat model (code that reads the grader's frames or the service's process arguments
-can learn the emulated delay).
+The plan runs in the grader's process, through a :class:`labkit.check.Runner`, and the module is sealed at
+import: what that withstands and what not is :mod:`labkit.check`'s threat model (code that reads the grader's
+frames or the service's process arguments can learn the emulated delay).
 """
 
 from __future__ import annotations
