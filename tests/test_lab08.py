@@ -151,7 +151,7 @@ def test_the_learners_client_has_the_catalogs_read_api_and_nothing_behind_it():
 
 def test_wrong_answers_name_where_they_differ_and_refusals_say_what_to_pass():
     grade = lab08.check(wrong, _experiment(), rounds=6, save=False)
-    assert len(grade.items) == 1 and "['line_total_cents']" in grade.items[0].message
+    assert len(grade.items) == 1 and "missing key 'line_total_cents'" in grade.items[0].message
     as_dict = lab08.check(lambda conn, cat, oid: orjson.loads(reference(conn, cat, oid)), _experiment(), rounds=6,
                           save=False)
     assert "as bytes" in as_dict.items[0].message
