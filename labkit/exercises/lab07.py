@@ -299,8 +299,8 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
                               criterion="correctness")
             if isinstance(got, str):
                 return failed(f"{where}: {got}", criterion="correctness")
-            alone = _alone(svc.url, s.paths, 0.5)
-            flat = run(svc.url, concurrency=3 * d.pool, duration_s=capacity_s, warmup_s=0.3, paths=s.paths,
+            alone = _alone(svc.url, paths, 0.5)  # the grader's own paths: s.paths is the plan's to change
+            flat = run(svc.url, concurrency=3 * d.pool, duration_s=capacity_s, warmup_s=0.3, paths=paths,
                        progress=False)
         w_ns = float(alone.service_ns.mean())
         answers[k] = (*got, w_ns, alone)
