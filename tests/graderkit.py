@@ -510,6 +510,11 @@ def assert_grader(grade: Callable[..., CheckResult], reference: Callable[..., An
     for v in run_cases(grade, reference, baseline, wrong, cheats, experiment):
         if v.case == "reference":
             assert v.passed, f"the reference solution must pass:\n{v.grade}"
+            if experiment is not None:
+                last = v.grade.items[-1]
+                done = getattr(last, "detail", None)
+                assert last.criterion == "prediction" and getattr(done, "concluded_at", None), \
+                    f"the reference must pass with its experiment concluded, last:\n{v.grade}"
         else:
             assert not v.passed, f"the {v.case} case must fail, but passed:\n{v.grade}"
         faked = [i for i in v.grade.items if "faked by the learner" in i.message]
