@@ -38,8 +38,12 @@ Threat model — what a grader built on this kit withstands:
 What it does **not** withstand (out of scope for a teaching lab; say so rather than pretend): code that
 deliberately reaches into the grader's own state — ``sys._current_frames()``, ``gc.get_objects()``, a
 function's ``__globals__`` or ``__closure__``, the frames' ``f_locals`` —, monkey-patching the third-party or
-standard modules that the baseline itself calls (``numpy.vstack``, ``sqlite3``), ``ctypes``, or a second
-process. Such code can also read the hints' answer; the grader is a teacher, not a sandbox.
+standard modules that the baseline itself calls (``numpy.vstack``, ``sqlite3``, ``labkit.toyshop.export``'s
+helpers), the private helpers of unsealed labkit modules (``labkit.compare._estimate``, ``labkit.stats``), the
+attributes of the kit's classes (``Runner.call``, ``Exercise.grade``), ``ctypes``, or a second process. A
+phase can still be told apart by a learner who looks for the meter itself (``sys.gettrace()`` during lab 04's
+budget): nothing pays for it, because every answer is checked on inputs made for the grading. Such code can
+also read the hints' answer; the grader is a teacher, not a sandbox.
 
 Inputs are drawn from :func:`fresh_seed`, a new seed per grading run (shown in the result). Every failed item
 reads the same way: what failed — by how much. Try: what to do. The older one-call helpers

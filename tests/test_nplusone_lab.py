@@ -140,6 +140,7 @@ def test_naive_baseline_fails_on_budget_naming_the_n_plus_one() -> None:
     correct, plan, budget = result.items
     assert correct.ok and plan.ok  # the baseline is right, just slow
     assert not budget.ok and "N+1 suspect" in budget.message and "WHERE id = ?" in budget.message
+    assert "at export.py:" in budget.message  # the line that runs the repeated query
 
 
 def test_a_precomputed_answer_for_every_dataset_customer_fails_on_customers_made_for_the_check() -> None:

@@ -31,6 +31,7 @@ import functools
 import random
 import secrets
 import sqlite3
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -162,12 +163,17 @@ class _Queries(Meter):
     query afterwards proves the callback was still attached."""
 
     def __init__(self, conn: sqlite3.Connection, calls: list[int]) -> None:
-        self.conn, self.calls, self.statements = conn, calls, []
+        self.conn, self.calls, self.statements, self.sites = conn, calls, [], []
 
     def __enter__(self) -> _Queries:
         self.canary = f"SELECT 1 /* labkit-canary-{secrets.token_hex(8)} */"
         self.before = self.calls[0]
-        self.conn.set_trace_callback(self.statements.append)
+        statements, sites = self.statements, self.sites
+
+        def seen(sql: str) -> None:
+            statements.append(sql)
+            sites.append(_site())
+        self.conn.set_trace_callback(seen)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -178,7 +184,16 @@ class _Queries(Meter):
             raise RuntimeError("the query meter was unhooked during the call (set_trace_callback): every query "
                                "your export makes is counted")
         self.statements.pop()
+        self.sites.pop()
         self.amount = float(len(self.statements) + catalog)
+
+
+def _site() -> str:
+    """The line that ran the statement: the first frame outside sqlite3's wrappers and this module."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.endswith(("toyshop/db.py", "exercises/lab02.py"))):
+        f = f.f_back
+    return "?" if f is None else f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno}"
 
 
 def _diff(want: Any, got: Any) -> str | None:
@@ -206,14 +221,15 @@ hint = EXERCISE.hint
 solution = EXERCISE.solution
 
 
-def _suspects(statements: list[str], threshold: int) -> list[tuple[int, str]]:
+def _suspects(statements: list[str], sites: list[str], threshold: int) -> list[tuple[int, str, str]]:
+    """Shapes repeated more than ``threshold`` times: (count, shape, the line that ran it first), most first."""
     from labkit.nplusone.shapes import normalise_sql
 
-    shapes: dict[str, int] = {}
-    for sql in statements:
-        shape = normalise_sql(sql)
-        shapes[shape] = shapes.get(shape, 0) + 1
-    return sorted(((n, shape) for shape, n in shapes.items() if n > threshold), reverse=True)
+    shapes: dict[str, list[Any]] = {}
+    for sql, site in zip(statements, sites, strict=True):
+        seen = shapes.setdefault(normalise_sql(sql), [0, site])
+        seen[0] += 1
+    return sorted(((n, shape, site) for shape, (n, site) in shapes.items() if n > threshold), reverse=True)
 
 
 def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], experiment: Experiment | None = None,
@@ -261,12 +277,12 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], ex
     cases = [(c,) for c in (*customers, *made, _UNKNOWN)]
     rng.shuffle(cases)
     unseen = fresh.new(rng.randint(40, 80))
-    seen_statements: list[str] = []
+    seen: dict[str, list[str]] = {}
 
     class Yours(_Queries):
         def __exit__(self, *exc: object) -> None:
             super().__exit__(*exc)
-            seen_statements[:] = self.statements
+            seen.update(statements=self.statements, sites=self.sites)
 
     with Runner() as runner:
         def correct() -> Item:
@@ -282,11 +298,11 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], ex
                            unit="queries and catalog calls", what=f"customer {unseen} (created for this check)",
                            limit=max_queries, floor=MIN_FRACTION, differ=_diff,
                            hint="batch the per-order and per-item lookups (labkit.nplusone.watch shows them)")
-            suspects = _suspects(seen_statements, threshold)
+            suspects = _suspects(seen.get("statements", []), seen.get("sites", []), threshold)
             if suspects and (item.ok or "over the budget" in item.message):
-                n, shape = suspects[0]
+                n, shape, site = suspects[0]
                 return failed(f"customer {unseen}: {item.detail:,.0f} queries and catalog calls (budget "
-                              f"{max_queries})", f"N+1 suspect: {n}× {shape!r}",
+                              f"{max_queries})", f"N+1 suspect: {n}× {shape!r} at {site}",
                               "one query or call for all the items, not one per item", criterion="budget")
             return item if not item.ok else passed(item.message + ", no shape repeated per item", item.detail,
                                                    criterion="budget")
