@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import os
 import re
 import warnings
@@ -26,7 +27,7 @@ from labkit.errors import BadInputError, ResultsError, ResultsWarning
 from labkit.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
-__all__ = ["Experiment", "experiments"]
+__all__ = ["Experiment", "experiments", "judge"]
 
 
 def _now() -> str:
@@ -110,24 +111,21 @@ class Experiment(Saveable):
     def conclude(self, comparison: Comparison, notes: str | None = None, tolerance: float = 2.0) -> Experiment:
         """Record the comparison that tests the hypothesis, its verdict, and whether the prediction held.
 
-        The prediction is ``confirmed`` when the verdict goes the predicted way *and* the measured ratio lies
-        within ``tolerance`` (a factor) of the predicted one; ``refuted`` otherwise; ``inconclusive`` when the
-        comparison could not tell.
+        The prediction is judged on the size of the **effect**, not on the ratio: see :func:`judge` (the
+        predicted effect ``ln(predicted_ratio)`` must lie within ``tolerance`` — a factor — of some point of the
+        measured interval's effect, on the same side of "no change"). Predicting 0.9 (a 10 % saving) and
+        measuring 0.46 (a 54 % saving) is ``refuted``; predicting 0.5 and measuring 0.46 is ``confirmed``.
+        ``inconclusive`` when the comparison could not tell; no outcome without a predicted ratio.
         """
         if not isinstance(comparison, Comparison):
             raise BadInputError(
                 f"conclude() takes the labkit.compare(...) result that tests the hypothesis, got "
                 f"{type(comparison).__name__}; attach other results with add()")
         if not tolerance >= 1:
-            raise BadInputError(f"tolerance is a factor ≥ 1 (2 means within 2× of the prediction), got {tolerance!r}")
-        expected = self.expected_verdict(comparison.min_effect)
-        if comparison.verdict == "inconclusive":
-            outcome: str | None = "inconclusive"
-        elif expected is None or self.predicted_ratio is None:
-            outcome = None
-        else:
-            off = max(comparison.ratio / self.predicted_ratio, self.predicted_ratio / comparison.ratio)
-            outcome = "confirmed" if comparison.verdict == expected and off <= tolerance else "refuted"
+            raise BadInputError(f"tolerance is a factor ≥ 1 (2 means within 2× of the predicted effect), got "
+                                f"{tolerance!r}")
+        outcome = (None if self.predicted_ratio is None else
+                   judge(self.predicted_ratio, comparison.verdict, comparison.ci, comparison.min_effect, tolerance))
         out = self.add(comparison)
         return dataclasses.replace(out, verdict=comparison.verdict, outcome=outcome, measured_ratio=comparison.ratio,
                                    concluded_at=_now(), notes=self.notes if notes is None else notes)
@@ -155,6 +153,43 @@ class Experiment(Saveable):
     def save(self, folder: str | os.PathLike[str] | None = None) -> Path:  # type: ignore[override]
         """Write the record to ``folder`` (default: :func:`labkit.results.results_dir`) as ``<id>.json``."""
         return write_json_atomic(Path(folder or results_dir()) / f"{self.id}.json", self.to_dict())
+
+
+
+def judge(predicted_ratio: float, verdict: str, ci: tuple[float, float], min_effect: float = 0.05,
+          tolerance: float = 2.0) -> str:
+    """Whether a predicted time ratio held, judged on the size of the effect with the measured interval.
+
+    The effect of a change is ``ln(ratio)``: 0 is no change, ``ln 0.5`` twice as fast, ``ln 2`` twice as slow
+    (a log scale treats "2× faster" and "2× slower" alike, and a 10 % saving as a tenth of a 2× one, not as
+    "within 2× of the ratio"). The rule, in order:
+
+    * ``inconclusive`` when the verdict is (the measurement cannot judge anything);
+    * a measured ``same`` (the interval within ±``min_effect`` of 1) confirms a prediction of no change
+      (``predicted_ratio`` within ``1 ± min_effect``) and refutes any other;
+    * ``refuted`` when the verdict goes the other way than the prediction (or the prediction said "no change");
+    * otherwise ``confirmed`` when the predicted effect's size ``|ln p|`` lies within ``tolerance`` (a factor)
+      of the measured interval's: ``|ln hi| / tolerance ≤ |ln p| ≤ |ln lo| × tolerance`` for a speed-up
+      (the interval's ends swapped for a slow-down), else ``refuted``.
+
+    Examples at ``tolerance=2``: measured 0.46 (interval 0.43–0.49): predicted 0.5 is confirmed (|ln 0.5| = 0.69
+    lies in 0.36–1.69); predicted 0.9 is refuted (|ln 0.9| = 0.11, a fifth of the effect measured).
+
+    Args:
+        predicted_ratio: candidate / baseline time predicted (> 0).
+        verdict, ci, min_effect: the comparison's verdict, the interval of its ratio and its "same" band.
+        tolerance: how far (a factor, ≥ 1) the predicted effect's size may be from the measured one's.
+    """
+    if verdict == "inconclusive":
+        return "inconclusive"
+    p = float(predicted_ratio)
+    predicts_same = 1 / (1 + min_effect) <= p <= 1 + min_effect
+    if verdict == "same":
+        return "confirmed" if predicts_same else "refuted"
+    if predicts_same or (verdict == "faster") != (p < 1):
+        return "refuted"
+    near, far = sorted(abs(math.log(max(r, 1e-300))) for r in ci)  # the interval's effect sizes (it excludes 1 here)
+    return "confirmed" if near / tolerance <= abs(math.log(p)) <= far * tolerance else "refuted"
 
 
 def experiments(folder: str | os.PathLike[str] | None = None) -> Any:

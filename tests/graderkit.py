@@ -1,32 +1,57 @@
 """The test kit for exercise graders (LABS.md): a grader must pass the reference and fail everything else.
 
-    from graderkit import assert_grader, hard_coded, memoised
+    from graderkit import assert_grader, standard_cheats
 
     GRADER_CASES = {                      # module level in tests/test_labNN.py; bench_graders.py runs it 10×
-        "grade": lambda fn: lab03.check(fn, rounds=4),
+        "grade": lambda fn, experiment: lab03.check(fn, experiment, rounds=4),
+        "experiment": lambda: Experiment.plan("…", "…", predicted_ratio=0.3),   # a fresh record per grading
         "reference": reference, "baseline": lab03.baseline, "wrong": wrong,
-        "cheats": {"memoised": memoised(lab03.baseline), "hard-coded": hard_coded(lab03.baseline, seen_args)},
+        "cheats": {**standard_cheats(lab03.baseline, lab03, wrong=wrong, size=lambda d, *_: d.size,
+                                     at_least=20_000),
+                   "walks around the meter": ...},
     }
 
     def test_grader():
         assert_grader(**GRADER_CASES)
 
-The cheats are what a learner might try instead of the work: :func:`memoised` (the baseline behind a cache
-keyed on its input: fast on any input it has seen), :func:`hard_coded` (answers recorded for the inputs the
-learner could see, the baseline's work skipped). Each must fail.
+Each cheat is a *category* of what a hurried learner might try instead of the work, built generically over the
+lab's baseline (which answers right, slowly) so that every lab can use those that apply:
+
+* :func:`memoised`, :func:`hard_coded` (answers for the inputs a learner could see: the dataset, the cells);
+* :func:`size_gated`, :func:`count_gated`, :func:`stack_gated` — honest only when it thinks it is checked,
+  answering fast and wrong (the lab's wrong answer, or the last answer it computed) when it thinks it is
+  timed or metered;
+* :func:`lazy` (the work happens when the grader reads the answer), :func:`subclassed` (a subclass of the
+  answer's type), :func:`always_equal` (``__eq__`` says True to everything);
+* :func:`tampering_lab` (replaces the lab module's names: the baseline slowed, the kit's functions faked),
+  :func:`tampering_code` (swaps the baseline's ``__code__``), :func:`tampering_labkit` (``labkit.compare``,
+  ``labkit.check``'s functions, ``time.perf_counter_ns``);
+* :func:`mutating` (changes a shared object, or unhooks a meter, before doing the honest work);
+* :func:`malformed` (answers that break naive graders: None, raising ``__eq__``/``__repr__``, a
+  self-containing list, ``SystemExit``).
+
+``assert_grader`` also grades the reference with ``experiment=None`` (it must fail, at the prediction) when
+the cases name an ``experiment`` factory.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
+import inspect
 import pickle
+import sys
+import time
+import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from labkit.check import CheckResult
 
-__all__ = ["memoised", "hard_coded", "assert_grader", "run_cases", "Verdict"]
+__all__ = ["memoised", "hard_coded", "size_gated", "count_gated", "stack_gated", "lazy", "subclassed",
+           "always_equal", "tampering_lab", "tampering_code", "tampering_labkit", "mutating", "malformed",
+           "standard_cheats", "assert_grader", "run_cases", "Verdict"]
 
 
 def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -34,6 +59,11 @@ def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return pickle.dumps((args, sorted(kwargs.items())))
     except Exception:  # unpicklable arguments (a connection): key on what can be keyed
         return repr((tuple(a for a in args if isinstance(a, int | str | float | tuple)), sorted(kwargs.items())))
+
+
+def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
 def memoised(fn: Callable[..., Any], key: Callable[..., Any] | None = None) -> Callable[..., Any]:
@@ -47,14 +77,14 @@ def memoised(fn: Callable[..., Any], key: Callable[..., Any] | None = None) -> C
             cache[k] = fn(*args, **kwargs)
         return cache[k]
 
-    cheat.__name__ = f"memoised_{getattr(fn, '__name__', 'fn')}"
-    return cheat
+    return _named(cheat, f"memoised_{getattr(fn, '__name__', 'fn')}")
 
 
 def hard_coded(fn: Callable[..., Any], inputs: Iterable[tuple[Any, ...]],
                key: Callable[..., Any] | None = None, fallback: Callable[..., Any] | None = None) -> Callable[..., Any]:
-    """Answers recorded up front for ``inputs`` (the ones a learner could have seen), returned without any
-    work; any other input gets ``fallback(*args)`` (default: the first recorded answer)."""
+    """Answers recorded up front for ``inputs`` (the ones a learner could have seen — every input the dataset
+    holds, say), returned without any work; any other input gets ``fallback(*args)`` (default: the first
+    recorded answer)."""
     table = {(key(*a) if key else _key(a, {})): fn(*a) for a in inputs}
     first = next(iter(table.values()), None)
 
@@ -64,8 +94,378 @@ def hard_coded(fn: Callable[..., Any], inputs: Iterable[tuple[Any, ...]],
             return table[k]
         return fallback(*args) if fallback is not None else first
 
-    cheat.__name__ = f"hard_coded_{getattr(fn, '__name__', 'fn')}"
-    return cheat
+    return _named(cheat, f"hard_coded_{getattr(fn, '__name__', 'fn')}")
+
+
+def _gated(honest: Callable[..., Any], timed: Callable[..., bool], fast: Callable[..., Any] | None,
+           name: str) -> Callable[..., Any]:
+    """Honest when ``timed(*args)`` says no; otherwise ``fast(*args)`` (a fast wrong answer), or by default the
+    last honest answer, at no cost."""
+    last: list[Any] = []
+
+    def cheat(*args: Any) -> Any:
+        if timed(*args) and (last or fast is not None):
+            return fast(*args) if fast is not None else last[-1]
+        last[:] = [honest(*args)]
+        return last[-1]
+
+    return _named(cheat, name)
+
+
+def size_gated(honest: Callable[..., Any], size: Callable[..., float], at_least: float,
+               fast: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """Honest on inputs smaller than ``at_least`` (``size(*args)``), ``fast`` (or a stale answer) on the big,
+    timed ones."""
+    return _gated(honest, lambda *a: size(*a) >= at_least, fast, "size_gated")
+
+
+def count_gated(honest: Callable[..., Any], honest_calls: int = 12, fast: Callable[..., Any] | None = None
+                ) -> Callable[..., Any]:
+    """Honest for the first ``honest_calls`` calls (where a correctness pass sits), ``fast`` (or stale answers)
+    after."""
+    n = [0]
+
+    def timed(*args: Any) -> bool:
+        n[0] += 1
+        return n[0] > honest_calls
+
+    return _gated(honest, timed, fast, "count_gated")
+
+
+_TELLS = ("compare", "time_loop", "calibrate", "budget", "speed", "timed", "metered", "meter", "census",
+          "within_budget", "fast", "_watch", "settrace")
+
+
+def stack_gated(honest: Callable[..., Any], fast: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """Reads its call stack: ``fast`` (or a stale answer) when a frame above it looks like timing or metering
+    (by name), or when the stack differs from the one its first call saw."""
+    first: list[tuple[str, ...]] = []
+
+    def timed(*args: Any) -> bool:
+        frames = tuple(f"{fi.filename}:{fi.function}:{fi.lineno}" for fi in inspect.stack(0)[3:])
+        first[:] = first or [frames]
+        return frames != first[0] or any(t in f.lower() for f in frames for t in _TELLS)
+
+    return _gated(honest, timed, fast, "stack_gated")
+
+
+class _Lazy:
+    """A stand-in that does the work only when read, and claims (``__class__``) to be the answer's type."""
+
+    def __init__(self, thunk: Callable[[], Any]) -> None:
+        object.__setattr__(self, "_thunk", thunk)
+        object.__setattr__(self, "_value", None)
+
+    def _get(self) -> Any:
+        if object.__getattribute__(self, "_value") is None:
+            object.__setattr__(self, "_value", (object.__getattribute__(self, "_thunk")(),))
+        return object.__getattribute__(self, "_value")[0]
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance() believes it; type() does not
+        return type(self._get())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __eq__(self, other: Any) -> bool:
+        return bool(self._get() == other)
+
+    def __ne__(self, other: Any) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self) -> Any:
+        return iter(self._get())
+
+    def __getitem__(self, k: Any) -> Any:
+        return self._get()[k]
+
+    def __contains__(self, k: Any) -> bool:
+        return k in self._get()
+
+    def __bool__(self) -> bool:
+        return bool(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+    def __array__(self, *a: Any, **k: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(self._get(), *a, **k)
+
+
+def lazy(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Returns at once a proxy that computes ``fn(*args)`` when the grader first reads it (the work moved out
+    of the timed call)."""
+    return _named(lambda *args: _Lazy(lambda: fn(*args)), "lazy")
+
+
+def _subclass_of(value: Any) -> Any:
+    t = type(value)
+    if t is bool or t is type(None):
+        return value
+    sub = type(f"Sub{t.__name__}", (t,), {})
+    if t.__module__ == "numpy" and hasattr(value, "view"):
+        return value.view(sub)
+    try:
+        return sub(value)
+    except Exception:  # a type that cannot be built from its value: leave it
+        return value
+
+
+def subclassed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The right answer, as an instance of a subclass of its type (a ``list`` subclass, an ndarray view…)."""
+    return _named(lambda *args: _subclass_of(fn(*args)), "subclassed")
+
+
+class _AlwaysEqual:
+    def __init__(self, like: type) -> None:
+        self._like = like
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return self._like
+
+    def __eq__(self, other: Any) -> bool:
+        return True
+
+    def __ne__(self, other: Any) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+
+def always_equal(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """No work: an object whose ``__eq__`` says True to everything, claiming the type of ``fn``'s answer (which it
+    learns once, on its first call)."""
+    like: list[type] = []
+
+    def cheat(*args: Any) -> Any:
+        if not like:
+            like.append(type(fn(*args)))
+        return _AlwaysEqual(like[0])
+
+    return _named(cheat, "always_equal")
+
+
+class _Patches:
+    """Attribute changes made on the cheat's first call and undone by :func:`run_cases` after its grading."""
+
+    def __init__(self, make: Callable[[], list[tuple[Any, str, Any]]]) -> None:
+        self.make, self.saved = make, []
+
+    def apply(self) -> None:
+        if not self.saved:
+            for obj, attr, new in self.make():
+                self.saved.append((obj, attr, getattr(obj, attr)))
+                setattr(obj, attr, new)
+
+    def undo(self) -> None:
+        for obj, attr, old in reversed(self.saved):
+            setattr(obj, attr, old)
+        self.saved.clear()
+
+
+def _patching(honest: Callable[..., Any], make: Callable[[], list[tuple[Any, str, Any]]], name: str
+              ) -> Callable[..., Any]:
+    patches = _Patches(make)
+
+    def cheat(*args: Any) -> Any:
+        patches.apply()
+        return honest(*args)
+
+    cheat.undo = patches.undo  # type: ignore[attr-defined]
+    return _named(cheat, name)
+
+
+def _slowed(fn: Callable[..., Any], factor: float = 10.0) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        time.sleep((factor - 1) * (time.perf_counter() - t0))  # ten times as long: the honest baseline looks 10×
+        return out                                              # faster, at no CPU cost
+    return slow
+
+
+def _fake_pass(*args: Any, **kwargs: Any) -> Any:
+    from labkit.check import passed
+
+    return passed("(faked by the learner)")
+
+
+_KIT = ("answers", "metered", "timed", "planned", "prediction", "same_answers", "budget", "speed", "concluded",
+        "difference")
+
+
+def tampering_lab(honest: Callable[..., Any], lab: types.ModuleType, baseline: str = "baseline") -> Callable[..., Any]:
+    """On its first call, replaces the lab module's names: ``lab.baseline`` by a 10× slower copy, and every kit
+    function the lab imported (``lab.timed``, ``lab.difference``…) by one that passes; then answers honestly."""
+    def make() -> list[tuple[Any, str, Any]]:
+        out = [(lab, baseline, _slowed(getattr(lab, baseline)))]
+        return out + [(lab, n, _fake_pass if n != "difference" else (lambda *a, **k: None))
+                      for n in _KIT if hasattr(lab, n)]
+    return _patching(honest, make, "tampering_lab")
+
+
+def _slow_code(*args: Any, **kwargs: Any) -> Any:
+    import builtins as b  # the code runs with the lab's globals: it imports what it needs
+    import time as clock
+
+    t0 = clock.perf_counter()
+    out = b.__dict__["_graderkit_original"](*args, **kwargs)
+    clock.sleep(9 * (clock.perf_counter() - t0))
+    return out
+
+
+def tampering_code(honest: Callable[..., Any], lab: types.ModuleType, baseline: str = "baseline") -> Callable[..., Any]:
+    """On its first call, swaps ``lab.baseline.__code__`` for code that takes ten times as long —
+    the same function object, so a grader holding a reference to it is fooled too."""
+    patches = _Patches(lambda: [])
+
+    def cheat(*args: Any) -> Any:
+        fn = getattr(lab, baseline)
+        if not patches.saved:
+            builtins.__dict__["_graderkit_original"] = types.FunctionType(
+                fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            patches.saved.append((fn, "__code__", fn.__code__))
+            fn.__code__ = _slow_code.__code__
+        return honest(*args)
+
+    cheat.undo = patches.undo  # type: ignore[attr-defined]
+    return _named(cheat, "tampering_code")
+
+
+def tampering_labkit(honest: Callable[..., Any]) -> Callable[..., Any]:
+    """On its first call, replaces ``labkit.compare`` (baseline made 10× slower), ``labkit.check``'s functions
+    (they pass) and ``time.perf_counter_ns``/``perf_counter`` (a clock that runs at a tenth of the speed while
+    this function runs); then answers honestly."""
+    import labkit
+    import labkit.check
+
+    compare_module = sys.modules["labkit.compare"]  # `labkit.compare` is the function, re-exported
+    real_ns, credit, inside = time.perf_counter_ns, [0], [0]
+
+    def slow_clock_ns() -> int:
+        now = real_ns()
+        return now - credit[0] - (int(0.9 * (now - inside[0])) if inside[0] else 0)
+
+    def make() -> list[tuple[Any, str, Any]]:
+        real_compare = compare_module.compare
+
+        def compare(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+            return real_compare(_slowed(a) if callable(a) else a, b, *args, **kwargs)
+
+        out: list[tuple[Any, str, Any]] = [(compare_module, "compare", compare), (labkit, "compare", compare),
+                                           (time, "perf_counter_ns", slow_clock_ns),
+                                           (time, "perf_counter", lambda: slow_clock_ns() / 1e9)]
+        return out + [(labkit.check, n, _fake_pass if n != "difference" else (lambda *a, **k: None))
+                      for n in _KIT if hasattr(labkit.check, n)]
+
+    patches = _Patches(make)
+
+    def cheat(*args: Any) -> Any:
+        patches.apply()
+        inside[0] = real_ns()
+        try:
+            return honest(*args)
+        finally:
+            credit[0] += int(0.9 * (real_ns() - inside[0]))
+            inside[0] = 0
+
+    cheat.undo = patches.undo  # type: ignore[attr-defined]
+    return _named(cheat, "tampering_labkit")
+
+
+def mutating(honest: Callable[..., Any], mutate: Callable[..., Any], name: str = "mutating") -> Callable[..., Any]:
+    """Calls ``mutate(*args)`` first — change a shared object (a client's delay, a connection's settings),
+    unhook a meter (``sys.settrace(None)``, ``conn.set_trace_callback(None)``) — then answers honestly."""
+    def cheat(*args: Any) -> Any:
+        mutate(*args)
+        return honest(*args)
+    return _named(cheat, name)
+
+
+class _Nasty:
+    """An answer whose every dunder raises: a grader that compares or prints it naively crashes."""
+
+    def __eq__(self, other: Any) -> bool:
+        raise RuntimeError("__eq__ of a malformed answer")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("__repr__ of a malformed answer")
+
+    __str__ = __repr__
+    __hash__ = None  # type: ignore[assignment]
+
+    def __len__(self) -> int:
+        raise RuntimeError("__len__ of a malformed answer")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("__iter__ of a malformed answer")
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("an exception that cannot be printed")
+
+
+def malformed() -> dict[str, Callable[..., Any]]:
+    """Answers that break a naive grader: each must become a failed item, never a crash."""
+    def selfish(*args: Any) -> Any:
+        loop: list[Any] = []
+        loop.append(loop)
+        return loop
+
+    def unprintable(*args: Any) -> Any:
+        raise _Unprintable()
+
+    def exits(*args: Any) -> Any:
+        raise SystemExit(3)
+
+    return {"malformed: None": _named(lambda *a: None, "returns_none"),
+            "malformed: raising dunders": _named(lambda *a: _Nasty(), "returns_nasty"),
+            "malformed: contains itself": _named(selfish, "returns_loop"),
+            "malformed: unprintable error": _named(unprintable, "raises_unprintable"),
+            "malformed: SystemExit": _named(exits, "exits")}
+
+
+def standard_cheats(baseline: Callable[..., Any], lab: types.ModuleType, *, wrong: Callable[..., Any],
+                    size: Callable[..., float], at_least: float, honest_calls: int = 12
+                    ) -> dict[str, Callable[..., Any]]:
+    """The cheats every lab's grader must fail, built over its ``baseline`` (honest, slow), a fast ``wrong``
+    answer and its module: memoised; gated by size (``size(*args) >= at_least`` is "timed"), by call count
+    and by stack, answering ``wrong`` when they think they are timed; lazy, subclassed, always-equal; the
+    three tamperings; the malformed answers. Add the lab's own: hard-coded inputs (the dataset's), meters
+    walked around, shared objects mutated, fakes read behind their API. The tamperings replace the lab's
+    public name of ``baseline`` (its ``__name__``: ``lab00.unique_in_order``, ``lab03.baseline``)."""
+    name = baseline.__name__
+    if getattr(lab, name, None) is None:
+        raise AssertionError(f"{lab.__name__} has no public {name!r}: pass the lab's own baseline")
+    return {"memoised": memoised(baseline),
+            "size-gated": size_gated(baseline, size, at_least, wrong),
+            "call-count-gated": count_gated(baseline, honest_calls, wrong),
+            "stack-inspecting": stack_gated(baseline, wrong),
+            "lazy answer": lazy(baseline),
+            "subclassed answer": subclassed(baseline),
+            "always-equal": always_equal(baseline),
+            "tampers with the lab's names": tampering_lab(baseline, lab, name),
+            "swaps the baseline's code": tampering_code(baseline, lab, name),
+            "tampers with labkit's names": tampering_labkit(baseline),
+            **malformed()}
 
 
 @dataclass(frozen=True)
@@ -77,30 +477,54 @@ class Verdict:
     grade: CheckResult
 
 
-def run_cases(grade: Callable[[Callable[..., Any]], CheckResult], reference: Callable[..., Any],
-              baseline: Callable[..., Any], wrong: Callable[..., Any],
-              cheats: Mapping[str, Callable[..., Any]]) -> list[Verdict]:
-    """Grade the reference, the baseline, the wrong answer and every cheat once each."""
+def run_cases(grade: Callable[..., CheckResult], reference: Callable[..., Any], baseline: Callable[..., Any],
+              wrong: Callable[..., Any], cheats: Mapping[str, Callable[..., Any]],
+              experiment: Callable[[], Any] | None = None) -> list[Verdict]:
+    """Grade the reference, the baseline, the wrong answer and every cheat once each — with a fresh
+    ``experiment()`` record each when the cases have one, plus the reference once with ``experiment=None``
+    (the case "no experiment"). A cheat's patches (``cheat.undo``) are undone after its grading."""
     cases = {"reference": reference, "baseline": baseline, "wrong": wrong, **cheats}
     out = []
     for name, fn in cases.items():
-        g = grade(fn)
+        try:
+            g = grade(fn) if experiment is None else grade(fn, experiment())
+        finally:
+            undo = getattr(fn, "undo", None)
+            if undo is not None:
+                undo()
         out.append(Verdict(name, g.passed, g))
+    if experiment is not None:
+        g = grade(reference, None)
+        out.append(Verdict("no experiment", g.passed, g))
     return out
 
 
-def assert_grader(grade: Callable[[Callable[..., Any]], CheckResult], reference: Callable[..., Any],
+def assert_grader(grade: Callable[..., CheckResult], reference: Callable[..., Any],
                   baseline: Callable[..., Any], wrong: Callable[..., Any],
-                  cheats: Mapping[str, Callable[..., Any]]) -> None:
-    """The reference passes; the baseline, the wrong answer and every cheat fail (the wrong answer at the
-    first item, correctness)."""
+                  cheats: Mapping[str, Callable[..., Any]], experiment: Callable[[], Any] | None = None) -> None:
+    """The reference passes (with its experiment, when the cases give a factory); the baseline, the wrong answer,
+    every cheat and the reference without an experiment fail — the wrong answer at correctness, the missing
+    experiment at the prediction."""
     if not cheats:
         raise AssertionError("a grader test needs its cheats: at least memoised and hard_coded")
-    for v in run_cases(grade, reference, baseline, wrong, cheats):
+    for v in run_cases(grade, reference, baseline, wrong, cheats, experiment):
         if v.case == "reference":
             assert v.passed, f"the reference solution must pass:\n{v.grade}"
+            if experiment is not None:
+                last = v.grade.items[-1]
+                done = getattr(last, "detail", None)
+                assert last.criterion == "prediction" and getattr(done, "concluded_at", None), \
+                    f"the reference must pass with its experiment concluded, last:\n{v.grade}"
         else:
             assert not v.passed, f"the {v.case} case must fail, but passed:\n{v.grade}"
+        faked = [i for i in v.grade.items if "faked by the learner" in i.message]
+        assert not faked, f"the {v.case} case replaced the grader's own functions:\n{v.grade}"
+        bad = [i for i in v.grade.items if not i.ok]
         if v.case == "wrong":
-            assert len(v.grade.items) == 1 and not v.grade.items[0].ok, \
-                f"a wrong answer must fail at correctness, first:\n{v.grade}"
+            if bad and bad[0].criterion:
+                assert bad[0].criterion == "correctness", f"a wrong answer must fail at correctness:\n{v.grade}"
+            else:
+                assert len(v.grade.items) == 1 and not v.grade.items[0].ok, \
+                    f"a wrong answer must fail at correctness, first:\n{v.grade}"
+        if v.case == "no experiment":
+            assert bad and bad[0].criterion == "prediction", f"no experiment must fail at the prediction:\n{v.grade}"

@@ -86,3 +86,15 @@ def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_thei
                   charts.distance_chart):
         with pytest.raises(BadInputError, match="needs columns"):
             build(pd.DataFrame({"x": [1]}))
+
+
+def test_predicted_vs_measured_draws_the_time_saved_with_the_measured_interval():
+    import pandas as pd
+
+    frame = pd.DataFrame([{"experiment": "dict", "kind": "your guess", "ratio": 0.9},
+                          {"experiment": "dict", "kind": "measured", "ratio": 0.46, "ratio_lo": 0.43, "ratio_hi": 0.49}])
+    spec = charts.predicted_vs_measured(frame).to_dict()
+    values = next(iter(spec["datasets"].values()))
+    assert [round(v["saving"], 2) for v in values] == [0.1, 0.54]
+    assert [round(v["saving_lo"], 2) for v in values if v["kind"] == "measured"] == [0.51]
+    assert spec["spec"]["layer"][0]["encoding"]["x"]["field"] == "saving"

@@ -1,7 +1,8 @@
-"""Lab 00's grader: the reference passes; the baseline, a memo of it, hard-coded answers and wrong answers fail."""
+"""Lab 00's grader: the reference passes; the baseline, every cheat of tests/graderkit.py that applies, wrong
+answers and a missing prediction fail."""
 
 import pytest
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import assert_grader, hard_coded, standard_cheats
 
 from labkit.exercises import lab00
 from labkit.record import Experiment
@@ -21,12 +22,20 @@ def shown_inputs():
     return [(lab00.make_items(n, seed=s),) for n in (2000, 1000, 500) for s in range(5)]
 
 
+def _wrong(items):
+    return list(set(items))  # fast, and loses the order
+
+
 GRADER_CASES = {
-    "grade": lambda fn: lab00.check(fn, planned(), rounds=6, save=False),
+    "grade": lambda fn, experiment: lab00.check(fn, experiment, rounds=6, save=False),
+    "experiment": planned,
     "reference": reference,
     "baseline": lab00.unique_in_order,
-    "wrong": lambda items: list(set(items)),
-    "cheats": {"memoised": memoised(lab00.unique_in_order),
+    "wrong": _wrong,
+    # lab 00 has no meter: the gated cheats answer wrong (fast) where they think they are timed, and every
+    # timed answer is checked; 13 honest calls cover the largest correctness pass
+    "cheats": {**standard_cheats(lab00.unique_in_order, lab00, wrong=_wrong, size=len, at_least=1500,
+                                 honest_calls=13),
                "hard-coded": hard_coded(lab00.unique_in_order, shown_inputs())},
 }
 
@@ -88,6 +97,12 @@ def test_a_plan_predicting_a_slowdown_is_allowed_and_judged():
 def test_no_plan_fails():
     grade = lab00.check(reference, None, rounds=4, save=False)
     assert not grade.passed and "no experiment planned" in grade.items[1].message
+
+
+def test_a_generator_or_a_tuple_is_not_the_stated_list():
+    for shape in (tuple, iter):
+        grade = lab00.check(lambda items, shape=shape: shape(dict.fromkeys(items)), planned(), rounds=4, save=False)
+        assert not grade.passed and "expected type list" in grade.items[0].message
 
 
 def test_solution_is_shown_only_after_an_attempt(capsys):

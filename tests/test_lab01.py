@@ -1,5 +1,6 @@
-"""Lab 01's grader: a careful napkin model passes; the published table's figures, a memo of them, numbers copied
-from a measurement and a wrong count fail.
+"""Lab 01's grader: a careful napkin model passes; the published table's figures, numbers copied from a
+measurement, a model fitted to the service's timings or reading them, the generic cheats of tests/graderkit.py
+that apply, a wrong count and a missing prediction fail.
 
 Two layers: exact tests against a fake service whose Server-Timing is fixed and a synthetic table (no
 re-measuring), and GRADER_CASES against the real toyshop with a quickly measured table (bench_graders.py runs
@@ -13,10 +14,20 @@ import threading
 from typing import Any
 
 import pytest
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import (
+    always_equal,
+    assert_grader,
+    count_gated,
+    hard_coded,
+    lazy,
+    malformed,
+    memoised,
+    subclassed,
+)
 
 from labkit.exercises import lab01
 from labkit.latency import LatencyTable, Samples
+from labkit.record import Experiment
 
 KIB = 4.4  # the fake order's JSON
 
@@ -43,7 +54,7 @@ class _Shop(http.server.BaseHTTPRequestHandler):
     timing = "parse;dur=0.04, db;dur=0.1;count=2, catalog;dur=1.4;count=1, serialize;dur=0.25, total;dur=2"
 
     def do_GET(self):  # http.server's naming
-        body = b'{"ok": true}'
+        body = b'{"pad": "' + b"x" * (round(KIB * 1024) - 11) + b'"}'
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Server-Timing", self.timing)
@@ -63,15 +74,22 @@ def fake_url():
     server.server_close()
 
 
-def grade(napkin: Any, url: str, **kw: Any):
-    return lab01.check(napkin, table(), url=url, rounds=3, remeasure=False, **kw)
+def planned(ratio: float = 0.4) -> Experiment:
+    return Experiment.plan("the order's floor", "GET /health is the request without its stages: one loopback "
+                           "round trip of the ~two the order costs", predicted_ratio=ratio)
+
+
+def grade(napkin: Any, url: str, experiment: Any = "planned", **kw: Any):
+    exp = planned() if experiment == "planned" else experiment
+    return lab01.check(napkin, table(), exp, url=url, rounds=3, remeasure=False, save=False, **kw)
 
 
 def test_a_careful_model_passes_every_item(fake_url):
     g = grade(careful, fake_url, seed=3)
     assert g.passed, str(g)
-    assert [i.ok for i in g.items] == [True, True, True] and "seed 3" in g.title
-    df = g.items[-1].detail
+    assert [i.criterion for i in g.items] == ["correctness", "prediction", "budget", "speed", "prediction"]
+    assert "seed 3" in g.title and "your prediction (0.4)" in g.items[-1].message
+    df = g.items[3].detail
     assert list(df["stage"]) == ["db", "catalog", "serialize"]
     assert df["measured_ms"].tolist() == [0.1, 1.4, 0.25]
     assert df["yours_ms"].tolist() == pytest.approx([0.04, 0.7, 0.11])
@@ -90,6 +108,7 @@ def test_a_wrong_count_fails_first_saying_what_the_server_made(fake_url, key, va
     (lambda t: dict.fromkeys(lab01.KEYS), "still None"),
     (lambda t: {**careful(t), "db_ms": -1}, "≥ 0"),
     (lambda t: {**careful(t), "db_ms": True}, "≥ 0"),
+    (lambda t: {**careful(t), "db_ms": "0.04"}, "≥ 0"),
     (lambda t: {**careful(t), "serialize_ms": 0}, "is 0 ms"),
     (lambda t: t.median_ns("no_such_row"), "raised KeyError"),
 ])
@@ -101,10 +120,35 @@ def test_a_breakdown_that_is_not_one_fails_at_the_first_item_saying_why(fake_url
 def test_numbers_typed_in_fail_the_table_check_even_when_they_match_the_measurement(fake_url):
     copied = {"queries": 2, "catalog_calls": 1, "db_ms": 0.1, "catalog_ms": 1.4, "serialize_ms": 0.25}
     g = grade(lambda t: copied, fake_url)
-    assert [i.ok for i in g.items] == [True, False] and "typed in, not priced" in g.items[1].message
+    assert [i.ok for i in g.items] == [True, True, False] and "does not move with any row" in g.items[2].message
     # one stage typed in among priced ones is caught too, and named
     g = grade(lambda t: {**careful(t), "catalog_ms": 1.4}, fake_url)
-    assert not g.passed and "catalog_ms ×1.00" in g.items[1].message and "db_ms" not in g.items[1].message
+    assert not g.passed and "catalog_ms does not move" in g.items[2].message
+
+
+def test_a_model_fitted_to_the_measurement_moves_by_the_wrong_amount(fake_url):
+    mine = table()
+    ms0 = {k: mine.median_ns(k) / 1e6 for k in ("sqlite_point_query", "http_health", "json_encode_1k")}
+
+    def fitted(t):  # the measured stage × (row ÷ the row in my own table): moves with the table, prices nothing
+        ms = lambda key: t.median_ns(key) / 1e6  # noqa: E731
+        return {"queries": 2, "catalog_calls": 1, "db_ms": 0.1 * ms("sqlite_point_query") / ms0["sqlite_point_query"],
+                "catalog_ms": 1.4 * ms("http_health") / ms0["http_health"],
+                "serialize_ms": 0.25 * ms("json_encode_1k") / ms0["json_encode_1k"]}
+
+    g = grade(fitted, fake_url)
+    assert not g.passed and "count × row" in g.items[2].message and "fitted" in g.items[2].message
+
+
+def test_a_model_that_answers_differently_later_fails_on_the_re_measured_table(fake_url):
+    for honest in range(1, 6):  # a probe, a repeated probe or the re-measured table: each answer is checked
+        g = grade(count_gated(careful, honest, fast=lambda t: {**careful(t), "db_ms": 0.1}), fake_url)
+        assert not g.passed and g.items[-1].criterion in ("budget", "speed"), str(g)
+
+
+def test_no_prediction_fails_saying_what_to_write(fake_url):
+    g = grade(careful, fake_url, experiment=None)
+    assert not g.passed and g.items[1].criterion == "prediction" and "Experiment.plan(" in g.items[1].message
 
 
 def test_a_small_constant_beside_a_priced_stage_is_tolerated(fake_url):
@@ -122,14 +166,14 @@ def test_a_wrong_row_lands_outside_the_band_and_says_which_way(fake_url, row, wa
             out["db_ms"] = 2 * t.median_ns(row) / 1e6
         return out
     g = grade(napkin, fake_url)
-    assert [i.ok for i in g.items] == [True, True, False]
+    assert [i.ok for i in g.items] == [True, True, True, False]
     assert way in g.items[-1].message and "outside 5×" in g.items[-1].message
     assert g.items[-1].detail is not None
 
 
 def test_the_band_is_the_factor_either_way(fake_url):
-    assert not lab01.check(careful, table(), url=fake_url, rounds=3, remeasure=False, factor=2).passed
-    assert lab01.check(careful, table(), url=fake_url, rounds=3, remeasure=False, factor=4).passed
+    assert not grade(careful, fake_url, factor=2).passed
+    assert grade(careful, fake_url, factor=4).passed
 
 
 @pytest.mark.parametrize("args,words", [
@@ -208,13 +252,36 @@ class _Lazy:
         return self.fn(t)
 
 
+def fitted(t: LatencyTable) -> dict[str, float]:
+    """A measured stage × (the row ÷ that row in the learner's own table): moves with a scaled table, prices
+    nothing (the review's 'constant disguised as a row')."""
+    mine, st = _env()["table"], _env()["measured"]
+    row = {"db": "sqlite_point_query", "catalog": "http_health", "serialize": "json_encode_1k"}
+    return {"queries": 2, "catalog_calls": 1,
+            **{f"{s}_ms": st[s] * t.median_ns(k) / mine.median_ns(k) for s, k in row.items()}}
+
+
+def reads_the_service(t: LatencyTable) -> dict[str, float]:
+    """Ignores the table: measures the order on the running service and returns its stages."""
+    st = lab01.measure_order(_env()["svc"].url, 1, rounds=3).extra["server_timing_ms"]
+    return {"queries": 2, "catalog_calls": 1, "db_ms": st["db"], "catalog_ms": st["catalog"],
+            "serialize_ms": st["serialize"]}
+
+
 GRADER_CASES = {
-    "grade": lambda fn: lab01.check(fn, _env()["table"], url=_env()["svc"].url, rounds=15),
+    "grade": lambda fn, experiment: lab01.check(fn, _env()["table"], experiment, url=_env()["svc"].url, rounds=15,
+                                                save=False),
+    "experiment": planned,
     "reference": reference,
     "baseline": published,
     "wrong": per_item,
     "cheats": {"memoised": memoised(published),
-               "hard-coded": _Lazy(lambda: hard_coded(copied, [(_env()["table"],)]))},
+               "hard-coded": _Lazy(lambda: hard_coded(copied, [(_env()["table"],)])),
+               "fitted to the service's timings": fitted,
+               "reads the service": reads_the_service,
+               "call-count-gated": count_gated(reference, 8, fast=copied),
+               "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
+               "always-equal": always_equal(reference), **malformed()},
 }
 
 

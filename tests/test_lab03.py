@@ -1,10 +1,11 @@
-"""Lab 03's grader: the reference passes; the baseline, the cheats, a wrong answer and careless reuse fail."""
+"""Lab 03's grader: the reference passes; the baseline, every cheat of tests/graderkit.py that applies, a wrong
+answer, careless reuse and a missing prediction fail."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import assert_grader, hard_coded, standard_cheats
 
 from labkit.exercises import lab03
 from labkit.record import Experiment
@@ -37,12 +38,21 @@ def _wrong(demand, start, reorder_at, batch):
 
 _SEEN = [lab03.make_input(s) for s in range(3)] + [lab03.make_input(s, 365, 25) for s in range(3)]
 
+def planned():
+    return Experiment.plan("Preallocate the history", "vstack copies the history every day: quadratic; "
+                           "preallocating leaves the per-day work, ~4x less", predicted_ratio=0.25)
+
+
 GRADER_CASES = {
-    "grade": lambda fn: lab03.check(fn, rounds=4),
+    "grade": lambda fn, experiment: lab03.check(fn, experiment, rounds=4, save=False),
+    "experiment": planned,
     "reference": reference,
     "baseline": lab03.baseline,
     "wrong": _wrong,
-    "cheats": {"memoised": memoised(lab03.baseline),
+    # timed inputs hold ≥ 750 × 30 = 22,500 cells, the correctness pass's other inputs ≤ 400 × 30; 15 honest
+    # calls cover the correctness pass (and the two calls in a row): the metered call is the first stale one
+    "cheats": {**standard_cheats(lab03.baseline, lab03, wrong=_wrong, size=lambda demand, *_: demand.size,
+                                 at_least=20_000, honest_calls=15),
                "hard-coded": hard_coded(lab03.baseline, _SEEN, fallback=lab03.baseline),
                "hard-coded, no fallback": hard_coded(lab03.baseline, _SEEN)},
 }
@@ -53,21 +63,34 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
 
 
 def test_reference_passes_every_criterion_and_concludes_the_experiment():
-    exp = Experiment.plan("Preallocate the history", "vstack copies the history every day: quadratic; "
-                          "preallocating leaves the per-day work, ~4x less", predicted_ratio=0.25)
-    result = lab03.check(lab03.EXERCISE._solution, exp, rounds=4)
+    result = lab03.check(lab03.EXERCISE._solution, planned(), rounds=4, save=False)
     assert result.passed, str(result)
-    assert [i.ok for i in result.items] == [True, True, True, True]
-    assert "within the budget" in result.items[1].message and "the baseline:" in result.items[1].message
-    done = result.items[3].detail
+    assert [i.criterion for i in result.items] == ["correctness", "prediction", "budget", "speed", "prediction"]
+    assert "within the budget" in result.items[2].message and "the baseline:" in result.items[2].message
+    assert "timed answers checked" in result.items[3].message
+    done = result.items[4].detail
     assert done.measured_ratio is not None and done.outcome in ("confirmed", "refuted", "inconclusive")
     assert "seed" in result.title
 
 
 def test_the_baseline_fails_at_the_allocation_budget_saying_by_how_much():
-    result = lab03.check(lab03.baseline, rounds=4)
-    assert [i.ok for i in result.items] == [True, False]
-    assert "over the budget" in result.items[1].message and "allocator calls" in result.items[1].message
+    result = lab03.check(lab03.baseline, planned(), rounds=4, save=False)
+    assert [i.ok for i in result.items] == [True, True, False]
+    assert "over the budget" in result.items[2].message and "allocator calls" in result.items[2].message
+
+
+def test_an_answer_copied_from_a_cache_allocates_too_little_to_be_a_fix():
+    first = []
+
+    def cached(demand, start, reorder_at, batch):
+        if demand.size < 20_000:
+            return reference(demand, start, reorder_at, batch)
+        if not first:
+            first.append(reference(demand, start, reorder_at, batch))
+        return first[0].copy()
+
+    result = lab03.check(cached, planned(), rounds=4, save=False)
+    assert not result.passed and result.items[-1].criterion in ("correctness", "budget")
 
 
 def test_a_reused_buffer_returned_whole_fails_correctness():
@@ -85,7 +108,7 @@ def test_a_reused_buffer_returned_whole_fails_correctness():
             buf[d] = stock
         return buf  # the trap: rows past `days` belong to a longer, earlier call
 
-    result = lab03.check(stale, rounds=4)
+    result = lab03.check(stale, planned(), rounds=4, save=False)
     assert not result.passed and len(result.items) == 1
     assert "wrong answer" in result.items[0].message and "expected shape" in result.items[0].message
 
@@ -98,14 +121,14 @@ def test_a_reused_result_array_overwritten_by_the_next_call_fails():
         out[...] = reference(demand, start, reorder_at, batch)
         return out  # right when returned, overwritten by the next call of the same shape
 
-    result = lab03.check(overwrites, rounds=4)
+    result = lab03.check(overwrites, planned(), rounds=4, save=False)
     assert not result.passed and "changed after the next call" in result.items[0].message
 
 
 def test_not_a_function_is_refused_and_hints_and_solution_follow_the_kit(capsys):
     assert "pass your function itself" in str(lab03.check(lab03.baseline(*lab03.make_input(0, 2, 2))))
     assert "Hint 1 of 3" in lab03.hint(1)
-    lab03.check(_wrong, rounds=4, seed=5)
+    lab03.check(_wrong, planned(), rounds=4, seed=5, save=False)
     assert "def _reference" in lab03.solution()
 
 

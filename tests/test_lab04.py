@@ -1,10 +1,13 @@
-"""Lab 04's exercise and grader: the columnar revenue report passes; the row loop, cheats and wrong answers fail."""
+"""Lab 04's exercise and grader: the columnar revenue report passes; the row loop, every cheat of
+tests/graderkit.py that applies, wrong answers and a missing prediction fail."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import assert_grader, hard_coded, memoised, mutating, standard_cheats
 
 from labkit.errors import BadInputError
 from labkit.exercises import lab04
@@ -43,14 +46,26 @@ def _key(sales, start, end):
     return (len(sales), sales.rows[0]["unit_price"] if len(sales) else None, start, end)
 
 
+def planned(ratio=0.1):
+    return Experiment.plan("columns for the report", "one pass of C per column instead of a dict per line",
+                           predicted_ratio=ratio)
+
+
 GRADER_CASES = {
-    "grade": lambda fn: lab04.check(fn, rounds=6, n=60_000, save=False),
+    "grade": lambda fn, experiment: lab04.check(fn, experiment, rounds=6, n=60_000, save=False),
+    "experiment": planned,
     "reference": reference,
     "baseline": lab04.revenue_by_category,
     "wrong": wrong,
-    "cheats": {"memoised": memoised(lab04.revenue_by_category, key=_key),
+    # timed tables hold ≥ 45,000 lines, the budget's ≥ 22,500, the correctness pass's others ≤ 4,000; ten
+    # honest calls cover the correctness pass
+    "cheats": {**standard_cheats(lab04.revenue_by_category, lab04, wrong=wrong, size=lambda sales, *_: len(sales),
+                                 at_least=20_000, honest_calls=10),
+               "memoised": memoised(lab04.revenue_by_category, key=_key),
                "hard-coded": hard_coded(lab04.revenue_by_category, _seen_inputs(), key=_key,
-                                        fallback=lab04.revenue_by_category)},
+                                        fallback=lab04.revenue_by_category),
+               "walks around the meter": mutating(lab04.revenue_by_category, lambda *a: sys.settrace(None),
+                                                  "unhooks_the_tracer")},
 }
 
 
@@ -70,9 +85,9 @@ def test_converting_rows_to_columns_inside_the_report_is_over_the_budget():
         assert len(cols["day"]) == len(sales)
         return reference(sales, start_day, end_day)
 
-    g = lab04.check(converts, rounds=4, n=20_000, save=False)
-    assert [i.ok for i in g.items] == [True, False]
-    assert "interpreted Python lines per 1,000 order lines" in g.items[1].message
+    g = lab04.check(converts, planned(), rounds=4, n=20_000, save=False)
+    assert [i.ok for i in g.items] == [True, True, False]
+    assert "interpreted Python lines per 1,000 order lines" in g.items[2].message
 
 
 def test_answers_that_differ_only_in_form_are_named():
@@ -85,15 +100,13 @@ def test_answers_that_differ_only_in_form_are_named():
     def with_empty(sales, a, b):
         return {name: reference(sales, a, b).get(name, 0) for name in sales.categories}
 
-    for fn, says in ((numpy_ints, "not a Python int"), (unsorted, "sorted by name"), (with_empty, "should not be there")):
+    for fn, says in ((numpy_ints, "not a Python int"), (unsorted, "sorted by name"), (with_empty, "no lines in the range")):
         g = lab04.check(fn, rounds=4, save=False)
         assert not g.passed and says in g.items[0].message, g
 
 
 def test_the_experiment_is_concluded_with_the_measured_ratio(tmp_path):
-    exp = Experiment.plan("columns for the report", "one pass of C per column instead of a dict per line",
-                          predicted_ratio=0.1)
-    g = lab04.check(reference, exp, rounds=6, n=60_000, save=True)
+    g = lab04.check(reference, planned(), rounds=6, n=60_000, save=True)
     assert g.passed, g
     assert "your prediction (0.1) vs measured" in g.items[-1].message and "saved to" in g.items[-1].message
 

@@ -1,4 +1,4 @@
-"""Lab 05's grader passes the reference and fails the baseline, the cheats and a wrong answer."""
+"""Lab 05's grader passes the reference and fails the baseline, every cheat category and a wrong answer."""
 
 from __future__ import annotations
 
@@ -6,7 +6,21 @@ import json
 
 import msgpack
 import orjson
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import (
+    always_equal,
+    assert_grader,
+    count_gated,
+    hard_coded,
+    lazy,
+    malformed,
+    memoised,
+    size_gated,
+    stack_gated,
+    subclassed,
+    tampering_code,
+    tampering_lab,
+    tampering_labkit,
+)
 
 from labkit.exercises import lab05
 from labkit.record import Experiment
@@ -25,18 +39,59 @@ def wrong(order):
     return orjson.dumps(view)
 
 
-def shown_orders():
-    """The orders a learner sees in the notebook: what a hard-coded answer would be recorded for."""
-    return [(lab05.load_order(i),) for i in (1, 2, 3, 10)]
+def slow_but_right(order):
+    """The right bytes at the baseline's cost and more: what the generic cheats wrap (the baseline's own bytes
+    are not the courier view, so a cheat built on them would fail at correctness and test nothing)."""
+    json.dumps(order).encode()  # the baseline's work, not a call of lab05.baseline (which the tamperings slow)
+    return reference(order)
+
+
+def every_dataset_order():
+    """Every order the small dataset holds: what an answer precomputed for the dataset would be recorded for."""
+    conn, _, big, single = lab05._source()
+    return [(lab05.load_order(i),) for i in (*big, *single)[:400]]
+
+
+class Lies(bytes):
+    """Bytes that say one thing to len() and another to bytes(): the work done when the grader reads them."""
+
+    def __new__(cls, order):
+        out = super().__new__(cls, b"{}")
+        out.order = order
+        return out
+
+    def __bytes__(self):
+        return orjson.dumps(lab05.courier_view(self.order))
+
+
+def _experiment():
+    return Experiment.plan("courier view", "Only 8 of ~45 values per item remain and orjson writes bytes "
+                           "directly: the encode should take about a tenth of the time.", predicted_ratio=0.1)
+
+
+def _generic(honest, *, wrong, size, at_least, honest_calls=12):
+    """Every generic cheat of graderkit over ``honest`` (right, and no faster than the baseline), the tamperings
+    aimed at lab05.baseline — what standard_cheats builds, for a lab whose baseline is not what they wrap."""
+    return {"memoised": memoised(honest), "size-gated": size_gated(honest, size, at_least, wrong),
+            "call-count-gated": count_gated(honest, honest_calls, wrong), "stack-inspecting": stack_gated(honest, wrong),
+            "lazy answer": lazy(honest), "subclassed answer": subclassed(honest), "always-equal": always_equal(honest),
+            "tampers with the lab's names": tampering_lab(honest, lab05),
+            "swaps the baseline's code": tampering_code(honest, lab05),
+            "tampers with labkit's names": tampering_labkit(honest), **malformed()}
 
 
 GRADER_CASES = {
-    "grade": lambda fn: lab05.check(fn, rounds=6, save=False),
+    "grade": lambda fn, experiment: lab05.check(fn, "json", experiment, rounds=6, save=False),
+    "experiment": _experiment,
     "reference": reference,
     "baseline": lab05.baseline,
     "wrong": wrong,
-    "cheats": {"memoised": memoised(lab05.baseline),
-               "hard-coded": hard_coded(reference, shown_orders(), key=lambda o: o["id"])},
+    "cheats": {"honest, not faster": slow_but_right,
+               **_generic(slow_but_right, wrong=wrong, size=lambda o: len(o["items"]), at_least=5,
+                                 honest_calls=10),
+               "precomputed for the dataset": hard_coded(reference, every_dataset_order(), key=lambda o: o["id"],
+                                                         fallback=slow_but_right),
+               "bytes that lie": Lies},
 }
 
 
@@ -44,29 +99,49 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
     assert_grader(**GRADER_CASES)
 
 
-def test_msgpack_is_graded_by_the_graders_own_decoder_and_the_record_is_concluded(tmp_path):
-    exp = Experiment.plan("courier view", "Only 7 of ~45 values per item remain, and msgpack skips the text "
-                          "escaping: the encode should take a fifth of the time.", predicted_ratio=0.2)
-    grade = lab05.check(lambda o: msgpack.packb(lab05.courier_view(o)), "msgpack", exp, rounds=6, save=False, seed=11)
+def test_msgpack_is_graded_by_the_graders_own_decoder_and_the_record_is_concluded():
+    grade = lab05.check(lambda o: msgpack.packb(lab05.courier_view(o)), "msgpack", _experiment(), rounds=6,
+                        save=False, seed=11)
     assert grade.passed, str(grade)
-    assert "seed 11" in str(grade) and "your prediction (0.2)" in grade.items[-1].message
+    assert "seed 11" in str(grade) and "your prediction (0.1)" in grade.items[-1].message
+    assert "timed answers checked" in grade.items[-2].message
 
 
 def test_bytes_in_another_format_than_declared_are_not_readable():
-    grade = lab05.check(lambda o: msgpack.packb(lab05.courier_view(o)), "json", rounds=6, save=False)
+    grade = lab05.check(lambda o: msgpack.packb(lab05.courier_view(o)), "json", _experiment(), rounds=6, save=False)
     assert not grade.passed and "cannot read your bytes as json" in str(grade)
+
+
+def test_true_is_not_one_and_a_float_is_not_an_int():
+    def as_float(order):
+        view = lab05.courier_view(order)
+        view["total_cents"] = float(view["total_cents"])
+        return orjson.dumps(view)
+
+    grade = lab05.check(as_float, "json", _experiment(), rounds=6, save=False)
+    assert [i.ok for i in grade.items] == [False] and "expected type int, got type float" in str(grade)
 
 
 def test_a_correct_but_bulky_answer_fails_the_bytes_budget():
     def padded(order):
         return json.dumps(lab05.courier_view(order), indent=40).encode()
 
-    grade = lab05.check(padded, rounds=6, save=False)
-    assert [i.ok for i in grade.items] == [True, False] and "over the budget" in str(grade)
+    grade = lab05.check(padded, "json", _experiment(), rounds=6, save=False)
+    assert [i.ok for i in grade.items] == [True, True, False] and "over the budget" in str(grade)
 
 
-def test_refusals_name_what_to_pass():
+def test_graded_orders_are_generated_for_the_grading():
+    # GIVEN a dataset order and two seeds
+    catalog = lab05._source()[1]
+    a, b, again = lab05._fresh(catalog, 3, 1), lab05._fresh(catalog, 3, 2), lab05._fresh(catalog, 3, 1)
+    # THEN the courier view differs from the dataset's and between seeds, and a seed reproduces its order
+    assert lab05.courier_view(a) != lab05.courier_view(lab05.load_order(3)) != lab05.courier_view(b)
+    assert a == again and set(a) == set(lab05.load_order(3))
+
+
+def test_refusals_name_what_to_pass_and_hint_3_is_not_the_answer():
     assert "pass your function itself" in str(lab05.check(reference(lab05.load_order(1))))
     assert "'json' or 'msgpack'" in str(lab05.check(reference, "protobuf"))
     view = lab05.courier_view(lab05.load_order(1))
     assert set(view) == {"id", "status", "currency", "total_cents", "items"}
+    assert "orjson.dumps(courier_view" not in lab05.hint(3)

@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import pytest
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import (
+    always_equal,
+    assert_grader,
+    count_gated,
+    hard_coded,
+    lazy,
+    malformed,
+    memoised,
+    mutating,
+    size_gated,
+    stack_gated,
+    subclassed,
+    tampering_code,
+    tampering_lab,
+    tampering_labkit,
+)
 
 from labkit.exercises import lab06
 from labkit.record import Experiment
@@ -37,16 +53,65 @@ def _no_discount(orders):
     return sorted(((c, s, u, v) for (c, s), (u, v) in totals.items()), key=lambda r: (-r[3], r[0], r[1]))
 
 
+_CLOCK = time.perf_counter  # bound now: a cheat that slows time.perf_counter must not shorten this one's sleep
+
+
+def lean_but_slow(orders):
+    """Right and lean, but no faster than the baseline (it sleeps the time it saved): what the generic cheats
+    wrap, so a gated or tampering cheat reaches the speed check instead of failing at the allocation budget."""
+    t0 = _CLOCK()
+    out = reference(orders)
+    time.sleep(9 * (_CLOCK() - t0))
+    return out
+
+
+def in_place(orders):
+    """Lean and fast, but the caller's data is changed: the names and SKUs cleaned where they lie."""
+    for order in orders:
+        order["customer"] = order["customer"].strip().lower()
+        for line in order["lines"]:
+            line["sku"] = line["sku"].strip().upper()
+    return reference(orders)
+
+
+def _cleans_in_place(orders):
+    for order in orders:
+        order["customer"] = order["customer"].strip().lower()
+
+
 _SEEN = [(lab06.make_orders(s),) for s in range(4)] + [(lab06.make_orders(s, 60),) for s in range(4)]
 
+
+def _experiment():
+    return Experiment.plan("Copy nothing in the report", "deepcopy of every order is most of the work: "
+                           "dropping it leaves a tenth", predicted_ratio=0.1)
+
+
+def _generic(honest, *, wrong, size, at_least, honest_calls=12):
+    """Every generic cheat of graderkit over ``honest`` (right, and no faster than the baseline), the tamperings
+    aimed at lab06.baseline — what standard_cheats builds, for a lab whose baseline is not what they wrap."""
+    return {"memoised": memoised(honest), "size-gated": size_gated(honest, size, at_least, wrong),
+            "call-count-gated": count_gated(honest, honest_calls, wrong), "stack-inspecting": stack_gated(honest, wrong),
+            "lazy answer": lazy(honest), "subclassed answer": subclassed(honest), "always-equal": always_equal(honest),
+            "tampers with the lab's names": tampering_lab(honest, lab06),
+            "swaps the baseline's code": tampering_code(honest, lab06),
+            "tampers with labkit's names": tampering_labkit(honest), **malformed()}
+
+
 GRADER_CASES = {
-    "grade": lambda fn: lab06.check(fn, rounds=4),
+    "grade": lambda fn, experiment: lab06.check(fn, experiment, rounds=4, save=False),
+    "experiment": _experiment,
     "reference": reference,
     "baseline": lab06.baseline,
     "wrong": _no_discount,
-    "cheats": {"memoised": memoised(lab06.baseline),
+    "cheats": {"lean, not faster": lean_but_slow,
+               "memoised baseline": memoised(lab06.baseline),
+               **_generic(lean_but_slow, wrong=_no_discount, size=lambda orders: len(orders),
+                                 at_least=lab06.TIMED_ORDERS),
                "hard-coded": hard_coded(lab06.baseline, _SEEN, fallback=lab06.baseline),
-               "hard-coded, no fallback": hard_coded(lab06.baseline, _SEEN)},
+               "hard-coded, no fallback": hard_coded(lab06.baseline, _SEEN),
+               "cleans in place": in_place,
+               "mutates its input first": mutating(lab06.baseline, _cleans_in_place)},
 }
 
 
@@ -55,37 +120,41 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
 
 
 def test_reference_passes_every_criterion_and_concludes_the_experiment():
-    exp = Experiment.plan("Copy nothing in the report", "deepcopy of every order is most of the work: "
-                          "dropping it leaves a tenth", predicted_ratio=0.1)
-    result = lab06.check(lab06.EXERCISE._solution, exp, rounds=4, seed=3)
+    result = lab06.check(lab06.EXERCISE._solution, _experiment(), rounds=4, seed=3, save=False)
     assert result.passed, str(result)
-    assert [i.ok for i in result.items] == [True, True, True, True]
-    assert "within the budget" in result.items[1].message and "seed 3" in result.title
-    assert result.items[3].detail.outcome in ("confirmed", "refuted", "inconclusive")
+    assert [i.criterion for i in result.items] == ["correctness", "prediction", "budget", "speed", "prediction"]
+    assert "within the budget" in result.items[2].message and "seed 3" in result.title
+    assert "timed answers checked" in result.items[3].message
+    assert result.items[4].detail.outcome in ("confirmed", "refuted", "inconclusive")
 
 
 def test_the_baseline_fails_at_the_allocation_budget_saying_by_how_much():
-    result = lab06.check(lab06.baseline, rounds=4)
-    assert [i.ok for i in result.items] == [True, False]
-    assert "over the budget" in result.items[1].message and "allocator calls" in result.items[1].message
+    result = lab06.check(lab06.baseline, _experiment(), rounds=4, save=False)
+    assert [i.ok for i in result.items] == [True, True, False]
+    assert "over the budget" in result.items[2].message and "allocator calls" in result.items[2].message
 
 
 def test_cleaning_the_callers_orders_in_place_fails_correctness():
-    def in_place(orders):
-        for order in orders:  # lean and fast, but the caller's data is changed
-            order["customer"] = order["customer"].strip().lower()
-            for line in order["lines"]:
-                line["sku"] = line["sku"].strip().upper()
-        return reference(orders)
-
-    result = lab06.check(in_place, rounds=4)
+    result = lab06.check(in_place, _experiment(), rounds=4, save=False)
     assert not result.passed and len(result.items) == 1 and "changed the orders" in result.items[0].message
 
 
-def test_a_wrong_answer_fails_first_naming_the_row():
-    result = lab06.check(_no_discount, rounds=4)
+def test_a_wrong_answer_fails_first_naming_where():
+    result = lab06.check(_no_discount, _experiment(), rounds=4, save=False)
     assert not result.passed and len(result.items) == 1
-    assert "wrong answer" in result.items[0].message and "row" in result.items[0].message
+    assert "wrong answer" in result.items[0].message and "the answer[" in result.items[0].message
+
+
+def test_a_float_for_an_int_or_a_list_for_a_tuple_is_a_wrong_answer():
+    def floats(orders):
+        return [(c, s, u, float(v)) for c, s, u, v in reference(orders)]
+
+    def lists(orders):
+        return [list(r) for r in reference(orders)]
+
+    for fn, says in ((floats, "expected type int, got type float"), (lists, "expected type tuple, got type list")):
+        result = lab06.check(fn, _experiment(), rounds=4, save=False)
+        assert not result.passed and says in result.items[0].message
 
 
 def test_baseline_and_reference_agree_and_leave_the_input_alone():
@@ -100,5 +169,5 @@ def test_baseline_and_reference_agree_and_leave_the_input_alone():
 def test_not_a_function_is_refused_and_hints_and_solution_follow_the_kit():
     assert "pass your function itself" in str(lab06.check(lab06.baseline(lab06.make_orders(0, 2))))
     assert "Hint 1 of 3" in lab06.hint(1) and "profile" in lab06.hint(1)
-    lab06.check(_no_discount, rounds=4, seed=5)
+    lab06.check(_no_discount, _experiment(), rounds=4, seed=5, save=False)
     assert "def _reference" in lab06.solution()

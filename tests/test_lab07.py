@@ -6,24 +6,27 @@ case here (the graders' benchmark runs each ten times); the cheap refusals are t
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 
 import pytest
-from graderkit import assert_grader, memoised
+from graderkit import always_equal, assert_grader, lazy, malformed, subclassed
 
 from labkit.exercises import lab07
 from labkit.load import run
+from labkit.record import Experiment
 
 
 def reference(s):
-    one = run(s.url, concurrency=1, duration_s=1.0, warmup_s=0.2, paths=s.paths, progress=False)
+    one = run(s.url, concurrency=1, duration_s=0.6, max_requests=60, warmup_s=0.1, paths=s.paths, progress=False)
     w = float(one.service_ns.mean()) / 1e9
     return s.pool / w, min(s.max_pool, math.ceil(s.rate * w / 0.6))
 
 
 def wrong(s):
     """One request at a time: the capacity ignores the pool (and so does the pool size, sized to the mean)."""
-    w = float(run(s.url, concurrency=1, duration_s=1.0, paths=s.paths, progress=False).service_ns.mean()) / 1e9
+    w = float(run(s.url, concurrency=1, duration_s=0.5, paths=s.paths, progress=False).service_ns.mean()) / 1e9
     return 1 / w, max(1, math.ceil(s.rate * w))
 
 
@@ -39,12 +42,46 @@ def copied_from_an_earlier_draw():
     return cheat
 
 
+def load_tested_and_the_most_allowed(s):
+    """No model: a short load test flat out gives the capacity, and the most threads allowed "to be safe"."""
+    flat = run(s.url, concurrency=3 * s.pool, duration_s=0.5, paths=s.paths, progress=False)
+    return flat.achieved_rate, s.max_pool
+
+
+def over_provisioned(s):
+    """The right capacity, and a pool far bigger than the target needs (still within the database's limit)."""
+    capacity, pool = reference(s)
+    return capacity, min(s.max_pool, 4 * pool + 4)
+
+
+def as_a_list(s):
+    """A malformed answer: a list, and a pool of type bool."""
+    capacity, _ = reference(s)
+    return [capacity, True]
+
+
+class _Loud:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+def _experiment():
+    return Experiment.plan("Pool for the target", "Little's law: rate × W threads busy; at 60 % busy a request "
+                           "rarely waits for a thread, so at the target rate it takes about 1.2 × its time alone",
+                           predicted_ratio=1.2)
+
+
 GRADER_CASES = {
-    "grade": lambda fn: lab07.check(fn, capacity_s=1.5, objective_s=3.0),
+    "grade": lambda fn, experiment: lab07.check(fn, experiment, capacity_s=1.0, objective_s=2.5, save=False),
+    "experiment": _experiment,
     "reference": reference,
     "baseline": lab07.baseline,
     "wrong": wrong,
-    "cheats": {"memoised": memoised(lab07.baseline), "hard-coded": copied_from_an_earlier_draw()},
+    "cheats": {"copied": copied_from_an_earlier_draw(), "load-tested": load_tested_and_the_most_allowed,
+               "over-provisioned": over_provisioned, "a list and a bool": as_a_list,
+               "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
+               "always-equal": always_equal(reference),
+               **{k: v for k, v in malformed().items() if k in ("malformed: raising dunders", "malformed: SystemExit")}},
 }
 
 
@@ -55,33 +92,62 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
 
 def test_the_two_deployments_come_from_bands_no_single_answer_fits():
     # GIVEN many draws
-    for seed in range(200):
-        a, b = lab07.draw(seed)
+    draws = [lab07.draw(seed) for seed in range(300)]
+    for a, b in draws:
         # THEN one of each band, in either order
         assert {a.band, b.band} == set(lab07.BANDS)
-    far = [d for s in range(200) for d in lab07.draw(s) if d.max_pool > 10]
-    near = [d for s in range(200) for d in lab07.draw(s) if d.max_pool <= 10]
+    far = [d for pair in draws for d in pair if d.band == "far catalog"]
+    near = [d for pair in draws for d in pair if d.band == "near catalog"]
     # capacity ≈ pool / (delay + the request's own work): the bands stay more than 1.5² apart even if the
     # work were as long as 2 ms, so one capacity within 1.5× of both cannot exist
     far_most = max(d.pool / (d.catalog_delay_ms + 2) for d in far)
     near_least = min(d.pool / (d.catalog_delay_ms + 2) for d in near)
     assert near_least / far_most > 1.5**2
-    # and the far band's load needs more threads than the near band's database allows
-    assert min(math.ceil(d.busy) for d in far) > max(d.max_pool for d in near)
+    # and a pool sized for the far band (threads 60 % busy) is over-provisioned for the near band, while the
+    # near band's would be overrun in the far one (more threads busy on average than it has)
+    assert min(d.rate * d.catalog_delay_ms / 1e3 for d in far) / 0.6 > \
+        lab07.OVER_PROVISIONED * max(d.rate * (d.catalog_delay_ms + 2) / 1e3 for d in near)
+    assert min(d.rate * d.catalog_delay_ms / 1e3 for d in far) > \
+        max(d.rate * (d.catalog_delay_ms + 2) / 1e3 for d in near) / 0.6 + 1
     assert lab07.draw(5) == lab07.draw(5) and lab07.draw(5) != lab07.draw(6)
 
 
+def test_what_the_plan_is_told_names_neither_the_band_nor_the_single_request_time():
+    draws = [d for seed in range(400) for d in lab07.draw(seed)]
+    for band in lab07.BANDS:
+        mine = [d for d in draws if d.band == band]
+        # the pool and the rate come from the same ranges in both bands
+        assert {d.pool for d in mine} == set(lab07.POOLS)
+        assert lab07.RATES[0] <= min(d.rate for d in mine) < max(d.rate for d in mine) <= lab07.RATES[1]
+        assert abs(statistics.mean(d.rate for d in mine) - sum(lab07.RATES) / 2) < 3
+    # and the scenario has no field that carries W or the band: the objective is a multiple of W, not ms
+    fields = {f.name for f in dataclasses.fields(lab07.Scenario)}
+    assert fields == {"url", "paths", "pool", "cores", "max_pool", "rate", "p99_over_w"}
+
+
 def test_refusals_and_bad_answers_say_what_to_pass():
+    exp = _experiment()
     assert "pass your function itself" in str(lab07.check(3))
-    assert "factor must be > 1" in str(lab07.check(reference, factor=1))
+    assert "factor must be > 1" in str(lab07.check(reference, exp, factor=1))
+    no_exp = lab07.check(reference)  # the prediction first: nothing is started without it
+    assert not no_exp.passed and no_exp.items[0].criterion == "prediction" and len(no_exp.items) == 1
+    no_ratio = lab07.check(reference, Experiment.plan("x", "a hypothesis here"))
+    assert "no predicted ratio" in str(no_ratio) and len(no_ratio.items) == 1
     assert lab07._answer((100.0, 4)) == (100.0, 4)
-    assert "pair" in lab07._answer(120.5)
+    assert "tuple" in lab07._answer(120.5) and "tuple" in lab07._answer([100.0, 4])
     assert "positive number" in lab07._answer((float("nan"), 4))
-    assert "integer >= 1" in lab07._answer((100, 2.5))
-    assert "integer >= 1" in lab07._answer((100, True))
+    assert "int >= 1" in lab07._answer((100, 2.5)) and "int >= 1" in lab07._answer((100, True))
+    # the answer's form is read exactly: no subclass, proxy or object whose repr raises gets through, or crashes
+    assert "positive number" in lab07._answer((type("F", (float,), {})(100.0), 4))
+    assert "tuple" in lab07._answer(type("T", (tuple,), {})((100.0, 4)))
+    assert "whose repr raised" in lab07._answer(_Loud()) and "whose repr raised" in lab07._answer((_Loud(), 4))
+    for name, fn in malformed().items():
+        if "raises" not in fn.__name__ and "exits" not in fn.__name__:
+            assert isinstance(lab07._answer(fn()), str), name
 
 
-def test_solution_only_after_an_attempt_and_hints_exist(capsys):
+def test_solution_only_after_an_attempt_and_hints_do_not_give_the_formula():
     lab07.EXERCISE.attempts = 0
     assert "Try the exercise first" in lab07.solution()
     assert "Hint 1 of 3" in lab07.hint(1)
+    assert "s.pool /" not in lab07.hint(3) and "ceil" not in lab07.hint(3)

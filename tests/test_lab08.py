@@ -1,14 +1,15 @@
-"""Lab 08's grader: the order endpoint under a latency budget. The reference passes; the baseline, a memo of its
-answers, answers hard-coded for the orders a learner could see, a product cache that never refreshes and a
-wrong answer all fail."""
+"""Lab 08's grader: the order endpoint under a latency budget. The reference passes; the baseline, every generic
+cheat, a memo of its answers, bodies precomputed for the dataset, a product cache that never refreshes (or
+refreshes one product), reading the catalog's store behind its API, and a wrong answer all fail."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import Any
 
 import orjson
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import assert_grader, hard_coded, memoised, mutating, standard_cheats
 
 from labkit.exercises import lab08
 from labkit.record import Experiment
@@ -52,25 +53,66 @@ def kept_products(conn: sqlite3.Connection, catalog: Any, order_id: int) -> byte
     return reference(conn, Keeper(), order_id)
 
 
-def _seen() -> list[tuple[Any, ...]]:
-    # the orders a learner could try in the notebook: the first ones of each size
+_first: dict[int, Any] = {}
+
+
+def refreshes_one_product(conn: sqlite3.Connection, catalog: Any, order_id: int) -> bytes:
+    """A product cache that asks the catalog again for the order's first product only (what a liveness check that
+    changes one product, the first of an order, would let through)."""
+    class Keeper:
+        def get_many(self, ids: list[int]) -> dict[int, Any]:
+            ids = list(ids)
+            fresh = [ids[0], *(i for i in ids[1:] if i not in _first)]
+            _first.update(catalog.get_many(fresh))
+            return {i: _first[i] for i in ids if _first.get(i) is not None}
+    return reference(conn, Keeper(), order_id)
+
+
+def reads_the_store(conn: sqlite3.Connection, catalog: Any, order_id: int) -> bytes:
+    """Answers from the fake catalog's store behind its API: no round trip at all."""
+    class Silent:
+        def get_many(self, ids):
+            return {i: orjson.loads(catalog._encoded[i]) for i in ids if i in catalog._encoded}
+    return reference(conn, Silent(), order_id)
+
+
+def _unhooks(conn: sqlite3.Connection, catalog: Any, order_id: int) -> None:
+    for name, value in (("delay_ms", 0.0), ("observers", [])):  # a catalog with no delay, and nobody counting
+        with contextlib.suppress(AttributeError):
+            setattr(catalog, name, value)
+
+
+def _every_order() -> list[tuple[Any, ...]]:
+    # the bodies of the dataset's orders as the dataset holds them: what a learner could precompute
     from labkit.toyshop.catalog import FakeCatalog
     from labkit.toyshop.dataset import ensure
     from labkit.toyshop.db import connect
 
     path = ensure("small", quiet=True)
     conn, cat = connect(path), FakeCatalog.from_db(path)
-    return [(conn, cat, o) for o in list(lab08.load_orders())[:40]]
+    return [(conn, cat, o) for o in lab08.load_orders()]
+
+
+def _experiment() -> Experiment:
+    return Experiment.plan("order handler", "Five round trips become one and json becomes orjson: about a fifth "
+                           "of the time.", predicted_ratio=0.2)
 
 
 GRADER_CASES = {
-    "grade": lambda fn: lab08.check(fn, rounds=6, save=False),
+    "grade": lambda fn, experiment: lab08.check(fn, experiment, rounds=6, save=False),
+    "experiment": _experiment,
     "reference": reference,
     "baseline": lab08.baseline,
     "wrong": wrong,
-    "cheats": {"memoised": memoised(lab08.baseline, key=lambda conn, cat, oid: oid),
-               "hard-coded": hard_coded(reference, _seen(), key=lambda conn, cat, oid: oid, fallback=lab08.baseline),
-               "kept products": kept_products},
+    "cheats": {**standard_cheats(lab08.baseline, lab08, wrong=wrong,
+                                 size=lambda conn, cat, oid: len(lab08.load_orders().get(oid, ())), at_least=5),
+               "memoised by order id": memoised(lab08.baseline, key=lambda conn, cat, oid: oid),
+               "precomputed for the dataset": hard_coded(reference, _every_order(), key=lambda conn, cat, oid: oid,
+                                                         fallback=reference),
+               "kept products": kept_products,
+               "refreshes one product": refreshes_one_product,
+               "reads the fake's store": reads_the_store,
+               "mutates its client": mutating(lab08.baseline, _unhooks)},
 }
 
 
@@ -79,41 +121,47 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
 
 
 def test_the_baseline_is_right_and_fails_the_budget_in_round_trips():
-    grade = lab08.check(lab08.baseline, rounds=6, save=False, seed=3)
-    assert [i.ok for i in grade.items] == [True, True, False]
-    assert "one catalog round trip" in grade.items[2].message and "over the budget of 2.5×" in grade.items[2].message
+    grade = lab08.check(lab08.baseline, _experiment(), rounds=6, save=False, seed=3)
+    assert [i.ok for i in grade.items] == [True, True, True, True, False]
+    assert "one catalog round trip" in grade.items[4].message and "over the budget of 2.5×" in grade.items[4].message
 
 
-def test_a_memo_of_answers_and_a_product_cache_without_refresh_are_stale():
-    for fn in (memoised(lab08.baseline, key=lambda conn, cat, oid: oid), kept_products):
-        grade = lab08.check(fn, rounds=6, save=False)
-        assert [i.ok for i in grade.items] == [True, False] and "stale" in grade.items[1].message
+def test_a_memo_of_answers_and_product_caches_are_stale_once_products_change():
+    for fn in (kept_products, refreshes_one_product):
+        _kept.clear()
+        _first.clear()
+        grade = lab08.check(fn, _experiment(), rounds=6, save=False)
+        assert [i.ok for i in grade.items] == [True, True, False] and "stale" in grade.items[2].message
+    memo = lab08.check(memoised(lab08.baseline, key=lambda conn, cat, oid: oid), _experiment(), rounds=6, save=False)
+    assert not memo.passed and "stale" in memo.items[-1].message
 
 
-def test_an_answer_that_never_asks_the_catalog_fails_the_budget():
-    class Silent:  # a catalog that answers without a call the grader can see
-        def __init__(self, inner):
-            self.inner = inner
+def test_the_learners_client_has_the_catalogs_read_api_and_nothing_behind_it():
+    seen = []
 
-        def get_many(self, ids):
-            return {i: orjson.loads(self.inner._encoded[i]) for i in ids if i in self.inner._encoded}
+    def probe(conn, catalog, order_id):
+        seen.append(sorted(n for n in dir(catalog) if not n.startswith("__")))
+        return reference(conn, catalog, order_id)
 
-    grade = lab08.check(lambda conn, cat, oid: reference(conn, Silent(cat), oid), rounds=6, save=False)
-    assert not grade.passed and "without asking the catalog" in grade.items[-1].message
+    lab08.check(probe, _experiment(), rounds=6, save=False)
+    assert seen and seen[0] == ["get", "get_each", "get_many"]
+    grade = lab08.check(reads_the_store, _experiment(), rounds=6, save=False)
+    assert not grade.passed and "_encoded" in grade.items[0].message
 
 
 def test_wrong_answers_name_where_they_differ_and_refusals_say_what_to_pass():
-    grade = lab08.check(wrong, rounds=6, save=False)
-    assert len(grade.items) == 1 and "['line_total_cents']" in grade.items[0].message
-    as_dict = lab08.check(lambda conn, cat, oid: orjson.loads(reference(conn, cat, oid)), rounds=6, save=False)
-    assert "as bytes" in as_dict.items[0].message or "cannot read your body" in as_dict.items[0].message
+    grade = lab08.check(wrong, _experiment(), rounds=6, save=False)
+    assert len(grade.items) == 1 and "missing key 'line_total_cents'" in grade.items[0].message
+    as_dict = lab08.check(lambda conn, cat, oid: orjson.loads(reference(conn, cat, oid)), _experiment(), rounds=6,
+                          save=False)
+    assert "as bytes" in as_dict.items[0].message
     assert "pass your function itself" in str(lab08.check(None))
-    assert "predicted_ratio" in str(lab08.check(reference, Experiment.plan("x", "a hypothesis here")))
+    no_ratio = lab08.check(reference, Experiment.plan("x", "a hypothesis here"), rounds=6, save=False)
+    assert not no_ratio.passed and "no predicted ratio" in str(no_ratio)
 
 
 def test_the_prediction_is_concluded_with_the_measured_ratio():
-    exp = Experiment.plan("order handler", "Five round trips become one and json becomes orjson: about a fifth "
-                          "of the time.", predicted_ratio=0.2)
-    grade = lab08.check(reference, exp, rounds=6, save=False, seed=5)
+    grade = lab08.check(reference, _experiment(), rounds=6, save=False, seed=5)
     assert grade.passed, str(grade)
     assert "seed 5" in grade.title and "your prediction (0.2)" in grade.items[-1].message
+    assert "timed answers checked" in grade.items[-2].message and "answers checked" in grade.items[4].message

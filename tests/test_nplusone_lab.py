@@ -1,12 +1,15 @@
-"""Lab 02's grader, tested both ways: a reference batched export passes, the naive baseline does not."""
+"""Lab 02's grader: a reference batched export passes; the naive baseline, every cheat of tests/graderkit.py
+that applies (the dataset precomputed, the meter unhooked or walked around, the fake's store read, a shared
+object mutated…), wrong answers and a missing prediction fail."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import Any
 
 import pytest
-from graderkit import assert_grader, hard_coded, memoised
+from graderkit import assert_grader, hard_coded, memoised, mutating, standard_cheats
 
 from labkit.exercises import lab02
 
@@ -53,24 +56,71 @@ def _wrong(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str
     return out
 
 
-def _seen_customers() -> list[tuple[Any, ...]]:
-    # every customer a learner could have tried in the lab: the ladder and the grader's fixed ones
+def _dataset_customers() -> list[tuple[Any, ...]]:
+    # every customer the dataset holds: an answer precomputed for each of them
     from labkit.toyshop import catalog as catalog_mod
     from labkit.toyshop import dataset, db
 
     path = dataset.ensure("small")
     conn, cat = db.connect(path), catalog_mod.FakeCatalog.from_db(path)
-    return [(conn, cat, c) for c in sorted({*dataset.LADDER, *lab02.CUSTOMERS})]
+    return [(conn, cat, c) for (c,) in conn.execute("SELECT id FROM customers")]
 
+
+def _items_of(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> int:
+    return conn.execute("SELECT count(*) FROM orders o JOIN order_items i ON i.order_id = o.id "
+                        "WHERE o.customer_id = ?", (customer_id,)).fetchone()[0]
+
+
+def _own_connection(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+    """Walks around the meter: runs the N+1 export on a connection of its own to the dataset's file."""
+    from labkit.toyshop import dataset, db
+
+    return lab02.baseline(db.connect(dataset.ensure("small")), catalog, customer_id)
+
+
+def _reads_the_store(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
+    """Skips the catalog's round trips by reading the fake's store behind its API."""
+    store = catalog.store  # FakeCatalog.store: the products as the fake holds them
+
+    class Local:
+        def get_many(self, ids: Any) -> Any:
+            return {i: store.get(i) for i in ids}
+
+    return reference_export(conn, Local(), customer_id)
+
+
+def _no_delay(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> None:
+    for target, attr in ((catalog, "delay_ms"), (catalog, "batch_size")):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(target, attr, 0 if attr == "delay_ms" else 10_000)
+
+
+def planned() -> Any:
+    from labkit.record import Experiment
+
+    return Experiment.plan("batched export", "one IN query per table and one catalog batch instead of a query and "
+                           "a call per item: ~130 round trips become ~5", predicted_ratio=0.2)
+
+
+_KEY = {"key": lambda conn, catalog, cid: cid}
 
 GRADER_CASES = {
-    "grade": lambda fn: lab02.check(fn, rounds=4),
+    "grade": lambda fn, experiment: lab02.check(fn, experiment, rounds=4, save=False),
+    "experiment": planned,
     "reference": reference_export,
     "baseline": lab02.baseline,
     "wrong": _wrong,
-    "cheats": {"memoised": memoised(lab02.baseline, key=lambda conn, catalog, cid: cid),
-               "hard-coded": hard_coded(lab02.baseline, _seen_customers(), key=lambda conn, catalog, cid: cid,
-                                        fallback=lab02.baseline)},
+    # customers of ≥ 40 items are what the budget and the timed calls use (and the correctness pass too);
+    # twelve honest calls cover the correctness pass
+    "cheats": {**standard_cheats(lab02.baseline, lab02, wrong=_wrong, size=_items_of, at_least=40, honest_calls=12),
+               "memoised": memoised(lab02.baseline, **_KEY),
+               "precomputed for the dataset": hard_coded(lab02.baseline, _dataset_customers(), **_KEY,
+                                                         fallback=lab02.baseline),
+               "precomputed, no fallback": hard_coded(lab02.baseline, _dataset_customers(), **_KEY),
+               "unhooks the query meter": mutating(lab02.baseline, lambda conn, *_: conn.set_trace_callback(None)),
+               "queries on its own connection": _own_connection,
+               "reads the fake's store": _reads_the_store,
+               "mutates the catalog client": mutating(lab02.baseline, _no_delay)},
 }
 
 
@@ -79,39 +129,41 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
 
 
 def test_reference_solution_passes_every_criterion() -> None:
-    result = lab02.check(reference_export)
+    result = lab02.check(reference_export, planned(), save=False)
     assert result.passed, str(result)
-    assert [i.ok for i in result.items] == [True, True, True]
-    assert "no shape repeated per item" in result.items[1].message
+    assert [i.criterion for i in result.items] == ["correctness", "prediction", "budget", "speed", "prediction"]
+    assert "no shape repeated per item" in result.items[2].message and "created for this check" in result.items[2].message
 
 
 def test_naive_baseline_fails_on_budget_naming_the_n_plus_one() -> None:
-    result = lab02.check(lab02.baseline, rounds=4)
-    correct, budget = result.items
-    assert correct.ok  # the baseline is right, just slow
-    assert not budget.ok and "N+1 suspect" in budget.message and "export.py" in budget.message
+    result = lab02.check(lab02.baseline, planned(), rounds=4, save=False)
+    correct, plan, budget = result.items
+    assert correct.ok and plan.ok  # the baseline is right, just slow
+    assert not budget.ok and "N+1 suspect" in budget.message and "WHERE id = ?" in budget.message
+    assert "at export.py:" in budget.message  # the line that runs the repeated query
 
 
-def test_a_memo_that_answers_without_querying_fails_the_budget() -> None:
-    # a cache that holds every customer's answer (warmed on all of them) makes no query at all: not a fix
-    from labkit.toyshop import catalog as catalog_mod
-    from labkit.toyshop import dataset, db
+def test_a_precomputed_answer_for_every_dataset_customer_fails_on_customers_made_for_the_check() -> None:
+    cheat = GRADER_CASES["cheats"]["precomputed, no fallback"]
+    result = lab02.check(cheat, planned(), rounds=4, save=False)
+    assert not result.passed and result.items[0].criterion == "correctness"
+    assert "wrong answer on customer" in result.items[0].message
 
-    path = dataset.ensure("small")
-    conn, cat = db.connect(path), catalog_mod.FakeCatalog.from_db(path)
-    answers = {cid: reference_export(conn, cat, cid) for (cid,) in conn.execute("SELECT id FROM customers")}
 
-    def cached(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
-        if customer_id not in answers:
-            return reference_export(conn, catalog, customer_id)
-        return answers[customer_id]
+def test_the_meter_cannot_be_unhooked_nor_the_store_read() -> None:
+    unhooked = lab02.check(GRADER_CASES["cheats"]["unhooks the query meter"], planned(), rounds=4, save=False)
+    assert not unhooked.passed and "unhooked" in unhooked.items[-1].message
+    store = lab02.check(_reads_the_store, planned(), rounds=4, save=False)
+    assert not store.passed and "AttributeError" in store.items[0].message
 
-    result = lab02.check(cached, conn=conn, catalog=cat, rounds=4)
-    assert not result.passed and "no queries and catalog calls at all" in result.items[-1].message
+
+def test_a_connection_or_catalog_passed_in_is_ignored_and_said_so() -> None:
+    result = lab02.check(reference_export, planned(), conn=object(), catalog=object(), rounds=4, save=False)
+    assert result.passed and "ignored: catalog=, conn=" in result.items[-1].message
 
 
 def test_wrong_answer_stops_grading_with_where_it_differs() -> None:
-    result = lab02.check(_wrong)
+    result = lab02.check(_wrong, planned(), save=False)
     assert not result.passed and len(result.items) == 1
     assert "['items'][0]['line_no']" in result.items[0].message
 
@@ -125,7 +177,7 @@ def test_unknown_customer_must_raise_not_found() -> None:
         except NotFoundError:
             return {}
 
-    result = lab02.check(lenient)
+    result = lab02.check(lenient, planned(), save=False)
     assert not result.passed and "NotFoundError" in result.items[0].message
 
 

@@ -133,3 +133,23 @@ def test_a_grader_concludes_the_learners_prediction_once_and_says_what_went_wron
     assert item.detail.outcome == "confirmed" and "saved to" in item.message
     (again,) = concluded("my guess: 0.5", c)  # not a record: a failed item saying what to do, no crash
     assert not again.ok and "could not be concluded" in again.message and "Experiment.plan" in again.message
+
+
+def test_judge_works_on_the_size_of_the_effect_with_the_measured_interval():
+    from labkit.record import judge
+
+    # the two cases: measured 0.46 (interval 0.43–0.49), a speed-up
+    assert judge(0.9, "faster", (0.43, 0.49)) == "refuted"  # a 10 % saving predicted, 54 % measured
+    assert judge(0.5, "faster", (0.43, 0.49)) == "confirmed"
+    # the bounds at tolerance 2: |ln p| within |ln 0.49| / 2 = 0.357 … |ln 0.43| × 2 = 1.688
+    assert judge(0.70, "faster", (0.43, 0.49)) == "confirmed"  # |ln 0.70| = 0.357
+    assert judge(0.71, "faster", (0.43, 0.49)) == "refuted"  # |ln 0.71| = 0.342
+    assert judge(0.19, "faster", (0.43, 0.49)) == "confirmed"  # |ln 0.19| = 1.661
+    assert judge(0.18, "faster", (0.43, 0.49)) == "refuted"  # |ln 0.18| = 1.715
+    assert judge(0.9, "faster", (0.43, 0.49), tolerance=8) == "confirmed"
+    # the wrong way, or "no change" predicted, is refuted; a slow-down is judged like a speed-up
+    assert judge(1.5, "faster", (0.43, 0.49)) == "refuted" and judge(1.0, "faster", (0.43, 0.49)) == "refuted"
+    assert judge(2.0, "slower", (1.8, 2.4)) == "confirmed" and judge(1.1, "slower", (1.8, 2.4)) == "refuted"
+    # "same" confirms only a prediction of no change; inconclusive judges nothing
+    assert judge(1.02, "same", (0.98, 1.03)) == "confirmed" and judge(0.5, "same", (0.98, 1.03)) == "refuted"
+    assert judge(0.5, "inconclusive", (0.3, 1.2)) == "inconclusive"

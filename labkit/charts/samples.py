@@ -116,23 +116,36 @@ def ab_chart(comparison: Any, title: str | None = None) -> alt.LayerChart:
     return (dots + medians).properties(width=520, height=120)
 
 
-def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measured (time ratio, lower is faster)"
+def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measured: the time saved (1 − ratio)"
                           ) -> alt.Chart:
-    """Grouped bars of ratios: for each ``experiment``, the ``predicted`` and the ``measured`` candidate/baseline.
+    """Grouped bars of the **effect**: for each ``experiment``, the time each ``kind`` (e.g. "your guess",
+    "model", "measured") says the candidate saves, ``1 − ratio`` (50 % = twice as fast; negative = slower) —
+    the scale on which :func:`labkit.record.judge` compares a prediction with a measurement. The measured
+    interval is drawn as a rule when the frame has ``ratio_lo`` and ``ratio_hi`` (a comparison's ``ci``).
 
     Args:
-        frame: columns ``experiment``, ``kind`` (e.g. "your guess", "model", "measured") and ``ratio``.
+        frame: columns ``experiment``, ``kind`` and ``ratio`` (candidate/baseline time); optionally
+            ``ratio_lo``, ``ratio_hi``.
     """
     for col in ("experiment", "kind", "ratio"):
         if col not in frame.columns:
             raise BadInputError(f"predicted_vs_measured needs columns experiment, kind, ratio (got {list(frame.columns)})")
-    df = frame.dropna(subset=["ratio"])
-    return alt.Chart(df, title=title).mark_bar().encode(
-        alt.Y("kind:N", title=None), alt.X("ratio:Q", title="candidate time / baseline time"),
-        alt.Color("kind:N", legend=None),
-        alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAlign="left",
-                                                              labelFontWeight="bold")),
-        tooltip=["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f")]).properties(width=440)
+    df = frame.dropna(subset=["ratio"]).copy()
+    df["saving"] = 1 - df["ratio"].astype(float)
+    has_ci = {"ratio_lo", "ratio_hi"} <= set(df.columns)
+    if has_ci:
+        df["saving_lo"], df["saving_hi"] = 1 - df["ratio_hi"].astype(float), 1 - df["ratio_lo"].astype(float)
+    tips = ["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("saving:Q", format=".0%")]
+    base = alt.Chart(df)
+    layers = base.mark_bar().encode(
+        alt.Y("kind:N", title=None), alt.X("saving:Q", title="time saved (1 − candidate/baseline)", axis=alt.Axis(
+            format="%")), alt.Color("kind:N", legend=None), tooltip=tips)
+    if has_ci:
+        layers = layers + base.mark_rule(color="black", strokeWidth=2).encode(
+            alt.Y("kind:N"), alt.X("saving_lo:Q"), alt.X2("saving_hi:Q"))
+    return layers.properties(width=440).facet(
+        row=alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAlign="left",
+                                                                  labelFontWeight="bold")), title=title)
 
 
 #: every builder's name ends in ``_chart``; ``predicted_vs_measured`` is the name labs 03, 05, 07 and 08 used first

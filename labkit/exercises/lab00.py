@@ -15,13 +15,16 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    concluded,
+    Runner,
+    answers,
+    band,
     failed,
     fresh_seed,
     not_callable,
     passed,
-    same_answers,
-    speed,
+    prediction,
+    seal,
+    timed,
 )
 from labkit.record import Experiment
 
@@ -64,37 +67,40 @@ hint = EXERCISE.hint
 solution = EXERCISE.solution
 
 
-def _cases(rng: random.Random) -> list[tuple[list[Any]]]:
-    fixed: list[list[Any]] = [[], [1], [3, 1, 3, 2, 1], ["b", "a", "b", "c"], [(1, 2), (1, 2), 0, 0.0, False]]
-    fresh = [make_items(rng.randrange(50, 600), rng.randrange(1, 300), seed=rng.randrange(2**31)) for _ in range(3)]
-    return [(case,) for case in fixed + fresh]
-
-
-def _same(want: list[Any], got: Any) -> bool:
-    got = list(got)
-    return got == want and [type(x) for x in got] == [type(x) for x in want]
+def _cases(rng: random.Random, n: int) -> list[tuple[list[Any]]]:
+    fixed: list[list[Any]] = [[], [1], [3, 1, 3, 2, 1], ["b", "a", "b", "c"], [(1, 2), (1, 2), 0, 0.0, False],
+                              [True, 1, 1.0, "1", b"1", None, None]]
+    fresh = [make_items(rng.randrange(50, 600), rng.randrange(1, 300), seed=rng.randrange(2**31))
+             for _ in range(rng.randint(2, 5))]
+    # inputs of the size that is timed, too: nothing tells a checked call from a timed one by its size
+    timed_size = [make_items(n, seed=rng.randrange(2**31)) for _ in range(rng.randint(1, 2))]
+    cases = fixed + fresh + timed_size
+    rng.shuffle(cases)
+    return [(case,) for case in cases]
 
 
 def _plan_item(experiment: Any) -> Item:
     """The plan criterion: a hypothesis in the learner's words and a prediction that is not "no change"."""
-    if not isinstance(experiment, Experiment):
+    if type(experiment) is not Experiment:
         return failed("no experiment planned", f"got {type(experiment).__name__}",
-                      "pass the record from labkit.Experiment.plan(...) as the second argument of check")
-    text = " ".join(experiment.hypothesis.split())
+                      "pass the record from labkit.Experiment.plan(...) as the second argument of check: a "
+                      "prediction is part of passing", criterion="prediction")
+    text = " ".join(str(experiment.hypothesis).split())
     template = " ".join(TEMPLATE_HYPOTHESIS.split())
     if "TODO" in text or difflib.SequenceMatcher(None, text.lower(), template.lower()).ratio() > 0.6:
         return failed("the hypothesis is still the template's text", None,
-                      "write your own: what you will change, why it should be faster, and by how much")
+                      "write your own: what you will change, why it should be faster, and by how much",
+                      criterion="prediction")
     if len(text.split()) < 8:
         return failed(f"the hypothesis is {len(text.split())} words", "too short to say what, why and how much",
-                      "name the change, the cost it removes, and the ratio that follows")
+                      "name the change, the cost it removes, and the ratio that follows", criterion="prediction")
     ratio = experiment.predicted_ratio
     if ratio is None or experiment.expected_verdict() == "same":
         said = "no predicted_ratio" if ratio is None else f"predicted_ratio={ratio:g} says 'no change'"
         return failed(f"{said}", "the prediction must follow from your hypothesis",
                       "set predicted_ratio to your time / the baseline's time (0.5 = twice as fast), "
-                      "worked out from the cost your change removes")
-    return passed(f"experiment planned: your hypothesis, and a predicted ratio of {ratio:g}")
+                      "worked out from the cost your change removes", criterion="prediction")
+    return passed(f"experiment planned: your hypothesis, and a predicted ratio of {ratio:g}", criterion="prediction")
 
 
 def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment | None = None, *,
@@ -102,30 +108,35 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
           seed: int | None = None) -> CheckResult:
     """Grade a faster ``unique_in_order``.
 
-    Criteria, in order: (1) the same answer as the baseline on fixed edge cases and on fresh random inputs
-    (order kept, first occurrence wins, ``0``/``0.0``/``False`` treated as Python treats them); (2) an
-    experiment record planned with a hypothesis in your words (not the exercise cell's template) and a
-    predicted ratio that is not "no change" (outside 1 ± 5 %); (3) timed interleaved
-    against the baseline on fresh inputs of ``n`` items — a new input for every call, so no cache can answer —
-    the verdict is "faster" by at least ``required_speedup``. The record is concluded with that measurement
-    (and saved when ``save``); whether your prediction held is reported, not graded. ``seed`` reproduces a
-    grading run (a new one is drawn each time by default).
+    Criteria, in order: (1) exactly the baseline's answer — a ``list`` of the same items, of the same types,
+    in the same order (``0``/``0.0``/``False`` treated as Python treats them) — on edge cases, on fresh random
+    inputs and on inputs of the timed size; (2) an experiment record planned with a hypothesis in your words
+    (not the exercise cell's template) and a predicted ratio that is not "no change" (outside 1 ± 5 %): a
+    prediction is part of passing; (3) timed interleaved against the baseline on fresh inputs of about ``n``
+    items (the size is drawn for each grading, a new input for every call, every answer checked): the verdict
+    is "faster" by at least ``required_speedup``; (4) the record concluded with that measurement (and saved
+    when ``save``): whether your prediction held is reported — a refuted prediction is a result, and passes.
+    ``seed`` reproduces a grading run (a new one is drawn each time by default).
     """
     refused = not_callable(EXERCISE, solution)
     if refused is not None:
         return refused
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
+    size = band(rng, n, 0.25)
+    cases = _cases(rng, size)
+    base = rng.randrange(2**31)
 
-    def planned() -> Item:
-        return _plan_item(experiment)
+    with Runner() as runner:
+        def fast_then_concluded() -> tuple[Item, ...]:
+            item = timed(runner, unique_in_order, solution, inputs=lambda k: (make_items(size, seed=base + k),),
+                         required_speedup=required_speedup, rounds=rounds, rng=rng,
+                         what=f"fresh inputs of {size:,} items")
+            return item, prediction(experiment, item.detail, save=save)
 
-    def fast_then_concluded() -> tuple[Item, ...]:
-        base = rng.randrange(2**31)
-        item = speed(unique_in_order, solution, inputs=lambda k: (make_items(n, seed=base + k),),
-                     required_speedup=required_speedup, rounds=rounds, what=f"fresh inputs of {n} items")
-        return item, *concluded(experiment, item.detail, save=save)
-
-    result = EXERCISE.grade(lambda: same_answers(solution, unique_in_order, _cases(rng), same=_same),
-                            planned, fast_then_concluded)
+        result = EXERCISE.grade(lambda: answers(runner, solution, unique_in_order, cases),
+                                lambda: _plan_item(experiment), fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())

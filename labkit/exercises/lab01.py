@@ -12,21 +12,30 @@ with the counts and one estimate per Server-Timing stage, in milliseconds::
             "serialize_ms": ...,         # time encoding the JSON answer, ms     (serialize;dur)
         }
 
-:func:`check` grades it against the running service, in order, stopping at the first failure:
+:func:`check` grades it against the running service, in order, stopping at the first failure. Your model is
+only ever called on tables *the grader builds for the grading*: your rows, each scaled by its own factor drawn
+afresh (or re-measured now), and nothing else — no URL, no handle on the running service:
 
-1. **the counts** — the five keys are there and are numbers; ``queries`` and ``catalog_calls`` are exactly
-   what the server reports for that order. Counting is not timing: read ``order_detail`` in
-   ``labkit/toyshop/export.py``.
-2. **priced from your table** — when every row of the table is ``k`` times slower (``k`` drawn afresh for each
-   grading run), every stage estimate grows about ``k``-fold: a number typed in — guessed, or copied from a
-   measurement — does not move. (Small constants are tolerated: within 1.5× of ``k``.)
-3. **the band** — each stage within ``factor`` (default :data:`DEFAULT_FACTOR`) of the stage the server
+1. **the counts** — the five keys are there, of the stated types (a ``dict``; counts ``int``, stages ``int`` or
+   ``float``); ``queries`` and ``catalog_calls`` are exactly what the server reports for that order. Counting
+   is not timing: read ``order_detail`` in ``labkit/toyshop/export.py``.
+2. **your prediction planned** — an :class:`~labkit.record.Experiment` whose ``predicted_ratio`` is what your
+   model says of ``GET /health`` ÷ ``GET /orders/{id}`` (the bare request's share of the order's time);
+3. **priced from the table** — each stage must be *count × row*: every row of the grading table is nudged in
+   turn, and each stage must move with some row by its count (``db_ms`` by ``queries`` times the row,
+   ``catalog_ms`` by ``catalog_calls`` times, ``serialize_ms`` by the KiB of the order's JSON, which the
+   server's response measures; within 25 %), with at most a small constant beside it. A number typed in does
+   not move; a number read from the service, or fitted to its timings (a measured stage × row ÷ the row's
+   value in your table), moves by the wrong amount.
+4. **the band** — each stage within ``factor`` (default :data:`DEFAULT_FACTOR`) of the stage the server
    measured (the median of ``rounds`` requests), either way. The rows your model reads are re-measured
    alongside the requests (``/health`` interleaved with the order for the HTTP row, the in-process probes
-   right after), and your function is priced with them: a busy minute between your table and the check moves
-   both sides alike. The band is wide enough for what a table-row model leaves out (the probes run hot, in a
-   tight loop; a request runs cold, through an instrumented connection, in another process) and narrow
-   enough to catch a wrong count or a wrong row (the ladder's rows are orders of magnitude apart).
+   right after), and your function is priced with them — its answer must be what its structure, measured in
+   step 3, predicts for them: a busy minute between your table and the check moves both sides alike. The band
+   is wide enough for what a table-row model leaves out (the probes run hot, in a tight loop; a request runs
+   cold, through an instrumented connection, in another process) and narrow enough to catch a wrong count or a
+   wrong row (the ladder's rows are orders of magnitude apart). Then your prediction is concluded with the
+   interleaved ``/orders`` and ``/health`` requests.
 
 The last item's ``detail`` holds the stage table (yours, measured, ratio) for a chart.
 """
@@ -39,7 +48,19 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from labkit.check import CheckResult, Exercise, Item, failed, fresh_seed, not_callable, passed
+from labkit.check import (
+    CheckResult,
+    Exercise,
+    Item,
+    Runner,
+    failed,
+    fresh_seed,
+    not_callable,
+    passed,
+    planned,
+    prediction,
+    seal,
+)
 
 __all__ = ["check", "measure_order", "hint", "solution", "DEFAULT_FACTOR", "KEYS", "STAGES", "TITLE"]
 
@@ -101,53 +122,77 @@ def measure_order(url: str, order_id: int = 1, rounds: int = 30) -> Any:
 
 
 def _scaled(table: Any, factors: Mapping[str, float] | float) -> Any:
-    """The table with every row's samples (or only the rows named in ``factors``) multiplied."""
+    """A table the grader builds: every row's samples (or those named in ``factors``) multiplied, and nothing
+    but the rows — no ``extra`` (which can hold the service's URL), no fingerprint, no curve."""
+    from labkit.latency import LatencyTable
+
     def k(key: str) -> float:
         return factors if isinstance(factors, int | float) else factors.get(key, 1.0)
-    return dataclasses.replace(table, rows=tuple(
-        dataclasses.replace(r, samples_ns=tuple(v * k(r.key) for v in r.samples_ns)) for r in table.rows))
+    return LatencyTable(tuple(dataclasses.replace(r, samples_ns=tuple(v * k(r.key) for v in r.samples_ns), extra={})
+                              for r in table.rows))
 
 
 def _replaced(table: Any, fresh: Mapping[str, Any]) -> Any:
-    return dataclasses.replace(table, rows=tuple(fresh.get(r.key, r) for r in table.rows))
+    return _scaled(dataclasses.replace(table, rows=tuple(fresh.get(r.key, r) for r in table.rows)), 1.0)
 
 
-def _breakdown(napkin: Callable[[Any], Any], table: Any) -> tuple[dict[str, float] | None, str | None]:
-    """Call the learner's model; a dict of the five numbers, or why not (a sentence)."""
-    try:
-        got = napkin(table)
-    except Exception as e:  # the learner's code: reported, never raised
-        return None, f"your napkin raised {type(e).__name__}: {e}"
-    if not isinstance(got, Mapping):
+def _breakdown(runner: Runner, napkin: Callable[[Any], Any], table: Any) -> tuple[dict[str, float] | None, str | None]:
+    """Call the learner's model (through the grader's one code path); a dict of the five numbers, or why not."""
+    out = runner.call(napkin, (table,))
+    if out.error is not None:
+        return None, f"your napkin raised {type(out.error).__name__}"
+    got = out.value
+    if type(got) is not dict:
         what = "None" if got is None else f"a {type(got).__name__}"
-        return None, (f"your napkin returned {what}; return a dict with the keys "
-                      f"{', '.join(KEYS)}")
+        return None, f"your napkin returned {what}; return a dict with the keys {', '.join(KEYS)}"
     missing = [k for k in KEYS if k not in got]
     if missing:
         return None, f"the breakdown has no {', '.join(map(repr, missing))}: return all of {', '.join(KEYS)}"
     empty = [k for k in KEYS if got[k] is None]
     if empty:
         return None, f"fill in {', '.join(map(repr, empty))} (still None)"
-    out: dict[str, float] = {}
+    result: dict[str, float] = {}
     for k in KEYS:
         v = got[k]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-            return None, f"{k!r} must be a number ≥ 0, got {v!r}"
-        out[k] = float(v)
-    zero = [k for k in STAGES if out[k] == 0]
+        if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+            return None, f"{k!r} must be a number ≥ 0 (an int or a float), got a {type(v).__name__}"
+        result[k] = float(v)
+    zero = [k for k in STAGES if result[k] == 0]
     if zero:
         return None, f"{', '.join(map(repr, zero))} is 0 ms: every stage costs something; price it with a row"
-    return out, None
+    return result, None
 
 
-def _rows_read(napkin: Callable[[Any], Any], table: Any, base: dict[str, float], keys: list[str]) -> list[str]:
-    """Which of ``keys`` the model's stages depend on (doubling the row moves a stage)."""
-    used = []
+def _structure(runner: Runner, napkin: Callable[[Any], Any], table: Any, base: dict[str, float],
+               rng: random.Random) -> tuple[dict[str, dict[str, float]], str | None]:
+    """How each stage moves with each row (ms of stage per ms of row), nudging the rows one at a time in a
+    random order; or why the model could not be probed."""
+    keys = [r.key for r in table.rows if r.samples_ns]
+    rng.shuffle(keys)
+    keys += rng.sample(keys, min(len(keys), rng.randint(1, 3)))  # a few rows twice: the count of calls varies
+    slopes: dict[str, dict[str, float]] = {s: {} for s in STAGES}
+    seen: set[str] = set()
     for key in keys:
-        got, _ = _breakdown(napkin, _scaled(table, {key: 2.0}))
-        if got is None or any(not math.isclose(got[s], base[s], rel_tol=1e-9) for s in STAGES):
-            used.append(key)
-    return used
+        nudge = rng.uniform(1.3, 1.7)
+        got, why = _breakdown(runner, napkin, _scaled(table, {key: nudge}))
+        if got is None:
+            return slopes, f"with the row {key} {nudge:.2f}× slower, {why}"
+        step = (nudge - 1) * table.median_ns(key) / 1e6
+        for s in STAGES:
+            slope = 0.0 if math.isclose(got[s], base[s], rel_tol=1e-9, abs_tol=1e-12) else (got[s] - base[s]) / step
+            if key in seen and not math.isclose(slope, slopes[s].get(key, 0.0), rel_tol=0.02, abs_tol=1e-9):
+                return slopes, (f"nudging the row {key} twice moved {s} by different amounts: your model must price "
+                                "the table it is given, the same way every time")
+            if slope:
+                slopes[s][key] = slope
+        seen.add(key)
+    return slopes, None
+
+
+def _predicted(base: dict[str, float], slopes: dict[str, dict[str, float]], table: Any, now: Any) -> dict[str, float]:
+    """What a stage must be on ``now`` if the model is count × row, as its slopes on ``table`` say."""
+    return {s: base[s] + sum(c * (now.median_ns(k) - table.median_ns(k)) / 1e6 for k, c in slopes[s].items())
+            for s in STAGES}
 
 
 def _remeasure(keys: list[str], health: Any) -> dict[str, Any]:
@@ -181,24 +226,28 @@ def _stage_table(yours: dict[str, float], measured: Mapping[str, float]) -> Any:
     return df
 
 
-def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, *, url: str, order_id: int = 1,
-          rounds: int = 30, factor: float = DEFAULT_FACTOR, remeasure: bool = True,
-          seed: int | None = None) -> CheckResult:
+def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: Any = None, *, url: str,
+          order_id: int = 1, rounds: int = 30, factor: float = DEFAULT_FACTOR, remeasure: bool = True,
+          save: bool = True, seed: int | None = None) -> CheckResult:
     """Grade a napkin model of ``GET /orders/{order_id}`` against the running service.
 
     Args:
         napkin: your model, ``napkin(table) -> dict`` with the keys of :data:`KEYS` (see the module docstring).
-        table: the :class:`labkit.latency.LatencyTable` you measured (the model is priced with it).
+        table: the :class:`labkit.latency.LatencyTable` you measured (the grading tables are built from it).
+        experiment: your ``Experiment.plan(...)`` whose ``predicted_ratio`` is your model's ``GET /health`` ÷
+            ``GET /orders/{order_id}``: required (a prediction is part of passing); concluded with the
+            interleaved requests and saved (when ``save``).
         url: the order service of a running toyshop (``labkit.service.start().url``).
         order_id: the order your breakdown is for.
         rounds: requests timed for the measured stages (their medians).
         factor: how far a stage estimate may be from the measured stage, either way (5 = a fifth to 5×).
         remeasure: re-measure the rows your model reads alongside the requests (False: price it with
             ``table`` as given — for tests with a fixed table and a fake service).
-        seed: reproduces the table scaling of a grading run (a new one is drawn each time by default).
+        seed: reproduces the grading tables of a run (a new one is drawn each time by default).
 
     Returns:
-        A :class:`labkit.check.CheckResult`: the counts, priced from the table, each stage within the band.
+        A :class:`labkit.check.CheckResult`: the counts, the plan, priced from the table, each stage within the
+        band and the prediction concluded.
     """
     refused = not_callable(EXERCISE, napkin)
     if refused is not None:
@@ -208,68 +257,103 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, *, url: str,
     if not hasattr(table, "rows") or not hasattr(table, "median_ns"):
         return EXERCISE.refuse(f"pass the latency table you measured (t = latency.table(...)), not "
                                f"{type(table).__name__}")
+    from labkit.comparison import compare
     from labkit.latency.network import http_samples
 
     seed = fresh_seed() if seed is None else seed
-    k = random.Random(seed).uniform(3.0, 9.0)
+    rng = random.Random(seed)
+    # the grading table: the learner's rows, each scaled by its own factor, and nothing else in it
+    grading = _scaled(table, {r.key: math.exp(rng.uniform(math.log(0.5), math.log(2.0))) for r in table.rows})
     state: dict[str, Any] = {}
 
-    def counted() -> Item:
-        got, why = _breakdown(napkin, table)
-        if got is None:
-            return failed(why or "no breakdown", hint="fill in my_napkin's dict (see lab01.hint(1))")
-        state["yours"] = got
-        (probe,) = http_samples(url, f"/orders/{order_id}", rounds=1, warmup=0)
-        counts = probe.extra["counts"]
-        for key, metric in _COUNTS.items():
-            server = counts.get(metric)
-            if server is None or int(got[key]) != server or got[key] != int(got[key]):
-                return failed(f"{key}: you counted {got[key]:g}, the server made {server}",
-                              hint="count the conn.execute and catalog calls in order_detail "
-                                   "(get_many batches up to 50 ids per call)")
-        return passed(f"counted right: {int(got['queries'])} queries and {int(got['catalog_calls'])} "
-                      "catalog call(s), as the server reports")
+    with Runner() as runner:
+        def counted() -> Item:
+            got, why = _breakdown(runner, napkin, grading)
+            if got is None:
+                return failed(why or "no breakdown", hint="fill in my_napkin's dict (see lab01.hint(1))",
+                              criterion="correctness")
+            state["yours"] = got
+            (probe,) = http_samples(url, f"/orders/{order_id}", rounds=1, warmup=0)
+            counts = probe.extra["counts"]
+            state["kib"] = probe.extra.get("bytes", 0) / 1024
+            for key, metric in _COUNTS.items():
+                server = counts.get(metric)
+                if server is None or got[key] != server:
+                    return failed(f"{key}: you counted {got[key]:g}, the server made {server}",
+                                  hint="count the conn.execute and catalog calls in order_detail "
+                                       "(get_many batches up to 50 ids per call)", criterion="correctness")
+            return passed(f"counted right: {int(got['queries'])} queries and {int(got['catalog_calls'])} "
+                          "catalog call(s), as the server reports", criterion="correctness")
 
-    def from_table() -> Item:
-        base = state["yours"]
-        got, why = _breakdown(napkin, _scaled(table, k))
-        if got is None:
-            return failed(f"with every row of the table {k:.2f}× slower, {why}")
-        if any(got[c] != base[c] for c in _COUNTS):
-            return failed(f"your counts changed when the table's times did ({got['queries']:g} queries)",
-                          hint="counts come from the code, not from the table")
-        moved = {s: got[s] / base[s] for s in STAGES}
-        stuck = {s: m for s, m in moved.items() if not k / 1.5 <= m <= k * 1.5}
-        if stuck:
-            which = ", ".join(f"{s} ×{m:.2f}" for s, m in stuck.items())
-            return failed(f"with every row of the table {k:.2f}× slower, your stages moved {which}",
-                          "a stage that does not follow the table was typed in, not priced",
-                          "compute each stage from rows of t (t.median_ns('row') / 1e6 ms × a count)")
-        return passed(f"priced from your table: with every row {k:.2f}× slower, every stage grew with it "
-                      f"({', '.join(f'{s} ×{m:.2f}' for s, m in moved.items())})")
+        def from_table() -> Item:
+            base = state["yours"]
+            slopes, why = _structure(runner, napkin, grading, base, rng)
+            if why is not None:
+                return failed(why, criterion="budget")
+            state["slopes"] = slopes
+            wanted = {"db_ms": (base["queries"], "queries"), "catalog_ms": (base["catalog_calls"], "catalog calls"),
+                      "serialize_ms": (state["kib"], "KiB of JSON (the server's answer)")}
+            for stage, (count, what) in wanted.items():
+                moved = slopes[stage]
+                if not moved:
+                    return failed(f"{stage} does not move with any row of the table it was given",
+                                  "a stage typed in (or read from the service) is not priced",
+                                  "compute each stage from rows of t (t.median_ns('row') / 1e6 ms × a count)",
+                                  criterion="budget")
+                best_key, best = min(moved.items(), key=lambda kv: abs(kv[1] - count))
+                if count <= 0 or abs(best - count) > 0.25 * count:
+                    return failed(f"{stage} moves with {best_key} as {best:.3g} × the row, but a stage priced from "
+                                  f"the table is count × row: {count:.3g} {what}",
+                                  "a coefficient fitted to a measurement is not a count",
+                                  "price the stage as (its count) × t.median_ns(row) / 1e6", criterion="budget")
+                rest = base[stage] - sum(c * grading.median_ns(k) / 1e6 for k, c in moved.items())
+                if abs(rest) > 0.25 * base[stage]:
+                    return failed(f"{stage}: {rest:.3g} ms of it does not come from any row",
+                                  "more than a small constant beside the priced terms",
+                                  "drop the typed-in part, or price it with a row", criterion="budget")
+            return passed("priced from the table: every stage moves as count × row (db with the queries, catalog "
+                          "with the calls, serialize with the KiB) on a table built for this check",
+                          criterion="budget")
 
-    def within_band() -> Item:
-        base = state["yours"]
-        keys = _rows_read(napkin, table, base, [r.key for r in table.rows if r.available])
-        order, health = http_samples(url, f"/orders/{order_id}", "/health", rounds=rounds)
-        fresh = _remeasure(keys, health) if remeasure else {}
-        now, _ = _breakdown(napkin, _replaced(table, fresh))
-        now = now or base
-        df = _stage_table(now, order.extra["server_timing_ms"])
-        remeasured = f"rows re-measured now: {', '.join(sorted(fresh)) or 'none'}"
-        off = df[~((df["measured / yours"] >= 1 / factor) & (df["measured / yours"] <= factor))]
-        if len(off):
-            parts = []
-            for r in off.itertuples():
-                way = "too low" if r.measured_ms > r.yours_ms else "too high"
-                parts.append(f"{r.stage}: yours {r.yours_ms:.3g} ms, measured {r.measured_ms:.3g} ms "
-                             f"({way}, {max(r.measured_ms / r.yours_ms, r.yours_ms / r.measured_ms):.1f}×)")
-            return failed("; ".join(parts), f"outside {factor:g}× either way ({remeasured})",
-                          "check the row you priced that stage with, and the count or KiB it multiplies",
-                          detail=df)
-        worst = df["measured / yours"].map(lambda r: max(r, 1 / r)).max()
-        return passed(f"every stage within {factor:g}× of the server's (worst {worst:.1f}×, median of {rounds} "
-                      f"requests; {remeasured})", detail=df)
+        def within_band() -> tuple[Item, ...]:
+            base, slopes = state["yours"], state["slopes"]
+            keys = sorted({k for per in slopes.values() for k in per})
+            order, health = http_samples(url, f"/orders/{order_id}", "/health", rounds=rounds)
+            fresh = _remeasure(keys, health) if remeasure else {}
+            now_table = _replaced(table, fresh)
+            now, why = _breakdown(runner, napkin, now_table)
+            if now is None:
+                return (failed(f"on the re-measured table, {why}", criterion="speed"),)
+            expect = _predicted(base, slopes, grading, now_table)
+            off = [s for s in STAGES if not math.isclose(now[s], expect[s], rel_tol=0.02, abs_tol=1e-9)]
+            if off:
+                return (failed(f"on the re-measured table your model answered {off[0]} = {now[off[0]]:.3g} ms, where "
+                               f"its own rows give {expect[off[0]]:.3g} ms",
+                               "every answer counts: the model must price the table it is given, every time",
+                               criterion="speed"),)
+            df = _stage_table(now, order.extra["server_timing_ms"])
+            remeasured = f"rows re-measured now: {', '.join(sorted(fresh)) or 'none'}"
+            outside = df[~((df["measured / yours"] >= 1 / factor) & (df["measured / yours"] <= factor))]
+            if len(outside):
+                parts = []
+                for r in outside.itertuples():
+                    way = "too low" if r.measured_ms > r.yours_ms else "too high"
+                    parts.append(f"{r.stage}: yours {r.yours_ms:.3g} ms, measured {r.measured_ms:.3g} ms "
+                                 f"({way}, {max(r.measured_ms / r.yours_ms, r.yours_ms / r.measured_ms):.1f}×)")
+                return (failed("; ".join(parts), f"outside {factor:g}× either way ({remeasured})",
+                               "check the row you priced that stage with, and the count or KiB it multiplies",
+                               detail=df, criterion="speed"),)
+            worst = df["measured / yours"].map(lambda r: max(r, 1 / r)).max()
+            band = passed(f"every stage within {factor:g}× of the server's (worst {worst:.1f}×, median of {rounds} "
+                          f"requests; {remeasured})", detail=df, criterion="speed")
+            try:
+                c = compare(order, health, names=(f"GET /orders/{order_id}", "GET /health"))
+            except Exception as e:  # too few requests to compare: say so, do not crash
+                return band, failed(f"the requests could not be compared: {e}", criterion="prediction")
+            return band, prediction(experiment, c, save=save)
 
-    result = EXERCISE.grade(counted, from_table, within_band)
+        result = EXERCISE.grade(counted, lambda: planned(experiment), from_table, within_band)
     return CheckResult(f"{result.title} (order {order_id}, seed {seed})", result.items)
+
+
+_SEALED = seal(globals())

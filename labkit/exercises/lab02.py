@@ -1,26 +1,37 @@
 """Lab 02's exercise: write the batched export — the same answer as the N+1 baseline, a handful of queries, faster.
 
 The learner writes ``my_export(conn, catalog, customer_id) -> dict`` with the signature of
-:func:`labkit.toyshop.export.export_naive` (STYLE 15) and passes it to :func:`check`, which grades, in order:
+:func:`labkit.toyshop.export.export_naive` (STYLE 15), plans an experiment predicting its gain, and passes
+both to :func:`check`, which grades, in order:
 
-1. **correctness** — the same dict as the baseline for a range of customers (no orders, one order, many), and
-   the same ``NotFoundError`` for an unknown customer; a wrong answer stops the grading there;
-2. **query budget** — on a customer the correctness pass never saw (40 items or more), at most ``max_queries``
-   queries and catalog calls in total, no shape repeated more than ``threshold`` times
-   (``labkit.nplusone.watch`` decides), and at least one: an export that makes no query is a cached answer;
-3. **speed** — ``labkit.compare`` interleaving baseline and solution on fresh customers (a different one
-   each round): verdict ``faster`` by at least ``required_speedup``.
+1. **correctness** — exactly the baseline's dict (:func:`labkit.check.difference`) for a range of customers
+   (no orders, one order, many; the dataset's and customers created for this grading, of the timed size too),
+   and the same ``NotFoundError`` for an unknown customer; a wrong answer stops the grading there;
+2. **the prediction planned** — an :class:`~labkit.record.Experiment` with a predicted ratio is required;
+3. **query budget** — on a customer created for this grading (40 items or more: it exists nowhere before the
+   call), the answer checked, at most ``max_queries`` queries and catalog calls in total, no shape repeated
+   more than ``threshold`` times, and at least :data:`MIN_FRACTION` of the baseline's: an export that makes
+   (almost) no query for a customer nobody has seen is answering from a precomputed table;
+4. **speed** — ``labkit.compare`` interleaving baseline and solution on customers created for each timed
+   call, every answer checked: verdict ``faster`` by at least ``required_speedup``;
+5. **the prediction concluded** with the measured comparison and saved.
 
-By default the grader runs in process: the small dataset and a :class:`labkit.toyshop.catalog.FakeCatalog`
-that sleeps ``catalog_delay_ms`` per call — an *emulated* round trip about as long as a loopback HTTP call,
-so the check is quick and needs no service. Pass ``catalog=`` a real ``CatalogClient`` to grade against the
-catalog process instead.
+What the learner's function receives is its own: a private in-memory copy of the dataset (no other
+connection can open it, so no query escapes the meter) with the grading's customers added, metered by
+SQLite's own trace callback (a canary query after each metered call proves it was not unhooked), and a
+catalog client that exposes only ``get``, ``get_many`` and ``get_each`` — an in-process fake sleeping
+``catalog_delay_ms`` per call (an *emulated* round trip about as long as a loopback HTTP call) whose store,
+delay and call counter live where the learner's code cannot set them. The baseline runs on another copy and
+another client. :mod:`labkit.check` states the threat model.
 """
 
 from __future__ import annotations
 
+import functools
 import random
+import secrets
 import sqlite3
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -28,77 +39,165 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    budget,
+    Meter,
+    Runner,
+    answers,
+    difference,
     failed,
     fresh_seed,
+    metered,
     not_callable,
     passed,
-    same_answers,
-    speed,
+    planned,
+    prediction,
+    seal,
+    timed,
 )
-from labkit.toyshop.dataset import LADDER
+from labkit.record import Experiment
+from labkit.toyshop.export import export_naive as _export_naive  # bound at import: see labkit.check
 
-__all__ = ["baseline", "check", "hint", "solution", "CUSTOMERS"]
+__all__ = ["baseline", "check", "hint", "solution", "CUSTOMERS", "MIN_FRACTION"]
 
-#: ladder customers graded for correctness: 0, 1, 2, 10 and 50 orders of 4 items, plus one skewed customer.
+#: dataset customers graded for correctness: 0, 1, 2, 10 and 50 orders of 4 items, plus one skewed customer.
 CUSTOMERS = (9, 2, 3, 5, 1, 42)
 _UNKNOWN = 10**9
+#: the least an export of a customer created just now may make, as a fraction of the baseline's queries and
+#: catalog calls: one query for the customer and one catalog batch are already more.
+MIN_FRACTION = 0.01
 
 
 def baseline(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
     """The N+1 export the learner improves on (:func:`labkit.toyshop.export.export_naive`)."""
-    from labkit.toyshop.export import export_naive
-
-    return export_naive(conn, catalog, customer_id)
+    return _export_naive(conn, catalog, customer_id)
 
 
-def _context(conn: sqlite3.Connection | None, catalog: Any, size: str,
-             delay_ms: float) -> tuple[sqlite3.Connection, Any]:
-    from labkit.toyshop import catalog as _catalog
-    from labkit.toyshop import dataset, db
+def _copy_of(path: Any) -> sqlite3.Connection:
+    """A private in-memory copy of the dataset: another connection cannot open it, the file stays untouched."""
+    from labkit.toyshop import db
 
-    path = dataset.ensure(size)
-    return (conn if conn is not None else db.connect(path),
-            catalog if catalog is not None else _catalog.FakeCatalog.from_db(path, delay_ms=delay_ms))
-
-
-def _diff(want: Any, got: Any, where: str = "") -> str:
-    """A short description of the first difference between two export answers."""
-    if type(want) is not type(got):
-        return f"{where or 'answer'}: expected a {type(want).__name__}, got a {type(got).__name__}"
-    if isinstance(want, dict):
-        for key in want:
-            if key not in got:
-                return f"{where or 'answer'}: missing key {key!r}"
-            if want[key] != got[key]:
-                return _diff(want[key], got[key], f"{where}[{key!r}]")
-        extra = sorted(set(got) - set(want), key=str)
-        return f"{where or 'answer'}: unexpected key {extra[0]!r}" if extra else f"{where}: differs"
-    if isinstance(want, list):
-        if len(want) != len(got):
-            return f"{where}: expected {len(want)} entries, got {len(got)}"
-        for i, (a, b) in enumerate(zip(want, got, strict=True)):
-            if a != b:
-                return _diff(a, b, f"{where}[{i}]")
-    return f"{where}: expected {want!r:.80}, got {got!r:.80}"
+    src = db.connect(path)
+    mem = sqlite3.connect(":memory:", factory=db.ToyshopConnection, check_same_thread=False, cached_statements=256)
+    src.backup(mem)
+    src.close()
+    return mem
 
 
-def _item_counts(conn: sqlite3.Connection) -> dict[int, int]:
-    rows = conn.execute("SELECT o.customer_id, COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id "
-                        "GROUP BY o.customer_id").fetchall()
-    return {int(c): int(n) for c, n in rows}
+class _Customers:
+    """Customers created for one grading, in both copies of the database: they exist nowhere before the call."""
+
+    def __init__(self, conns: tuple[sqlite3.Connection, ...], rng: random.Random) -> None:
+        self.conns, self.rng = conns, rng
+        conn = conns[0]
+        self.products = [(int(p), int(c)) for p, c in conn.execute("SELECT id, price_cents FROM products")]
+        self.next_order = int(conn.execute("SELECT max(id) FROM orders").fetchone()[0]) + 1
+        self.next_item = int(conn.execute("SELECT max(id) FROM order_items").fetchone()[0]) + 1
+        self.made: dict[Any, int] = {}
+
+    def new(self, items: int, key: Any = None) -> int:
+        """A new customer with ``items`` order lines (the same customer again for the same ``key``)."""
+        if key is not None and key in self.made:
+            return self.made[key]
+        rng = self.rng
+        cid = rng.randrange(10**6, 10**8)
+        while self.conns[0].execute("SELECT 1 FROM customers WHERE id = ?", (cid,)).fetchone():
+            cid = rng.randrange(10**6, 10**8)
+        customer = (cid, f"Fresh {cid}", f"c{cid}@example.test", rng.choice(["DE", "FR", "SE", "US"]),
+                    rng.choice(["free", "pro", "gold"]), "2025-01-01T00:00:00")
+        orders, lines, left = [], [], items
+        while left > 0:
+            n = min(left, rng.randint(1, 8))
+            oid, left = self.next_order, left - n
+            self.next_order += 1
+            total = 0
+            for line_no in range(1, n + 1):
+                pid, price = self.products[rng.randrange(len(self.products))]
+                qty = rng.randint(1, 5)
+                total += qty * price
+                lines.append((self.next_item, oid, line_no, pid, qty, price))
+                self.next_item += 1
+            orders.append((oid, cid, f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T12:00:00",
+                           rng.choice(["paid", "shipped", "delivered"]), "EUR", 499, total + 499))
+        for conn in self.conns:
+            conn.execute("INSERT INTO customers (id, name, email, country, tier, created_at) VALUES (?,?,?,?,?,?)",
+                         customer)
+            conn.executemany("INSERT INTO orders VALUES (?,?,?,?,?,?,?)", orders)
+            conn.executemany("INSERT INTO order_items VALUES (?,?,?,?,?,?)", lines)
+            conn.commit()
+        if key is not None:
+            self.made[key] = cid
+        return cid
 
 
-def _queries(conn: sqlite3.Connection, catalog: Any, threshold: int) -> Callable[..., float]:
-    """The budget's meter: SQL queries + catalog calls of one call, N+1 suspects kept for the message."""
-    from labkit.nplusone import watch
+def _catalog(path: Any, delay_ms: float, calls: list[int]) -> Any:
+    """A catalog client with only the public API (``get``, ``get_many``, ``get_each``): the fake behind it,
+    its store, its delay and the count of its calls are out of the caller's reach (closures, not attributes)."""
+    from labkit.toyshop import catalog as _cat
 
-    def meter(fn: Callable[..., Any], *args: Any) -> float:
-        with watch(conn, catalog, threshold=threshold) as w:
-            fn(*args)
-        meter.report = w.report  # type: ignore[attr-defined]
-        return float(w.report.count)
-    return meter
+    fake = _cat.FakeCatalog.from_db(path, delay_ms=delay_ms)
+    fake.observers.append(lambda *_: calls.__setitem__(0, calls[0] + 1))
+
+    class Catalog:
+        __slots__ = ()
+        batch_size = fake.batch_size
+
+        def get(self, product_id: int) -> Any:
+            """One product's details (one call), or None."""
+            return fake.get(product_id)
+
+        def get_many(self, product_ids: Any) -> Any:
+            """Details of each distinct id, in batches of ``batch_size`` per call."""
+            return fake.get_many(product_ids)
+
+        def get_each(self, product_ids: Any) -> Any:
+            """Details of each distinct id, one call per id."""
+            return fake.get_each(product_ids)
+
+        def __repr__(self) -> str:
+            return "Catalog(the exercise's catalog client: get, get_many, get_each)"
+
+    return Catalog()
+
+
+class _Queries(Meter):
+    """SQL statements (SQLite's own trace callback on the connection) and catalog calls of one call; a canary
+    query afterwards proves the callback was still attached."""
+
+    def __init__(self, conn: sqlite3.Connection, calls: list[int]) -> None:
+        self.conn, self.calls, self.statements, self.sites = conn, calls, [], []
+
+    def __enter__(self) -> _Queries:
+        self.canary = f"SELECT 1 /* labkit-canary-{secrets.token_hex(8)} */"
+        self.before = self.calls[0]
+        statements, sites = self.statements, self.sites
+
+        def seen(sql: str) -> None:
+            statements.append(sql)
+            sites.append(_site())
+        self.conn.set_trace_callback(seen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.execute(self.canary).fetchall()
+        self.conn.set_trace_callback(None)
+        catalog = self.calls[0] - self.before
+        if not self.statements or self.statements[-1] != self.canary:
+            raise RuntimeError("the query meter was unhooked during the call (set_trace_callback): every query "
+                               "your export makes is counted")
+        self.statements.pop()
+        self.sites.pop()
+        self.amount = float(len(self.statements) + catalog)
+
+
+def _site() -> str:
+    """The line that ran the statement: the first frame outside sqlite3's wrappers and this module."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.endswith(("toyshop/db.py", "exercises/lab02.py"))):
+        f = f.f_back
+    return "?" if f is None else f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno}"
+
+
+def _diff(want: Any, got: Any) -> str | None:
+    return difference(want, got)
 
 
 def _reference(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
@@ -122,72 +221,103 @@ hint = EXERCISE.hint
 solution = EXERCISE.solution
 
 
-def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], *,
-          conn: sqlite3.Connection | None = None, catalog: Any = None, size: str = "small",
-          customers: tuple[int, ...] = CUSTOMERS, max_queries: int = 12, threshold: int = 5, rounds: int = 10,
-          required_speedup: float = 1.5, catalog_delay_ms: float = 0.05, seed: int | None = None) -> CheckResult:
+def _suspects(statements: list[str], sites: list[str], threshold: int) -> list[tuple[int, str, str]]:
+    """Shapes repeated more than ``threshold`` times: (count, shape, the line that ran it first), most first."""
+    from labkit.nplusone.shapes import normalise_sql
+
+    shapes: dict[str, list[Any]] = {}
+    for sql, site in zip(statements, sites, strict=True):
+        seen = shapes.setdefault(normalise_sql(sql), [0, site])
+        seen[0] += 1
+    return sorted(((n, shape, site) for shape, (n, site) in shapes.items() if n > threshold), reverse=True)
+
+
+def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], experiment: Experiment | None = None,
+          *, size: str = "small", customers: tuple[int, ...] = CUSTOMERS, max_queries: int = 12, threshold: int = 5,
+          rounds: int = 10, required_speedup: float = 1.5, catalog_delay_ms: float = 0.05, save: bool = True,
+          seed: int | None = None, **ignored: Any) -> CheckResult:
     """Grade a batched export against the N+1 baseline.
 
     Args:
         solution: ``solution(conn, catalog, customer_id) -> dict``, same signature and answer as the baseline.
-        conn: a toyshop connection (default: a new one on the ``size`` dataset).
-        catalog: a catalog client (default: an in-process ``FakeCatalog`` over the same dataset, sleeping
-            ``catalog_delay_ms`` per call).
-        size: dataset size when ``conn``/``catalog`` are not given.
-        customers: customers whose answers must match the baseline's (three more are drawn at random).
+        experiment: your ``Experiment.plan(...)`` with a predicted ratio: required (a prediction is part of
+            passing); concluded with the measured comparison and saved.
+        size: the dataset the grading's private copies are made from.
+        customers: dataset customers whose answers must match the baseline's (more are created per grading).
         max_queries: SQL queries + catalog calls allowed for one export of a customer with 40 items or more.
         threshold: a shape repeated more than this is an N+1 suspect and fails the budget.
-        rounds: interleaved A/B rounds for the speed check.
+        rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         required_speedup: how many times faster than the baseline the solution must be.
-        catalog_delay_ms: the default fake catalog's emulated round trip per call (ignored with ``catalog=``).
+        catalog_delay_ms: the fake catalog's emulated round trip per call.
+        save: save the concluded record.
         seed: reproduces a grading run (a new one is drawn each time by default).
 
-    The budget and the speed are measured on customers the correctness pass never saw (40 items or more,
-    drawn from the run's seed; every timed call gets another one), so an answer cached or hard-coded for the
-    customers you tried cannot pass, and an export that makes no query at all fails the budget.
+    ``conn=`` and ``catalog=`` are no longer taken — a connection or client shared with the grader is what a
+    solution could change under it: they are ignored, and the result says so.
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, then the query budget, then the speed-up.
+        A :class:`labkit.check.CheckResult`: correctness, the plan, the query budget, the speed-up, the
+        prediction concluded.
     """
     refused = not_callable(EXERCISE, solution)
     if refused is not None:
         return refused
+    from labkit.toyshop import dataset
+
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
-    conn, catalog = _context(conn, catalog, size, catalog_delay_ms)
-    counts = _item_counts(conn)
-    fixed = tuple(customers)
-    unseen = [c for c in sorted(counts) if c not in fixed and c not in LADDER]
-    rng.shuffle(unseen)
-    extra, unseen = unseen[:3], unseen[3:]
-    big = [c for c in unseen if counts[c] >= 40] or unseen
-    budget_customer, timed = big[0], big[1:] or big
-    cases = [(conn, catalog, c) for c in (*fixed, *extra, _UNKNOWN)]
-    meter = _queries(conn, catalog, threshold)
+    path = dataset.ensure(size)
+    mine, theirs = _copy_of(path), _copy_of(path)  # the learner's copy, the baseline's copy
+    my_calls, their_calls = [0], [0]
+    yours = functools.partial(solution, mine, _catalog(path, catalog_delay_ms, my_calls))
+    base = functools.partial(baseline, theirs, _catalog(path, catalog_delay_ms, their_calls))
+    fresh = _Customers((mine, theirs), rng)
+    made = [fresh.new(n) for n in (0, 1, rng.randint(2, 12), rng.randint(40, 80), rng.randint(40, 80))
+            [: rng.randint(4, 5)]]
+    cases = [(c,) for c in (*customers, *made, _UNKNOWN)]
+    rng.shuffle(cases)
+    unseen = fresh.new(rng.randint(40, 80))
+    seen: dict[str, list[str]] = {}
 
-    def correct() -> Item:
-        item = same_answers(solution, baseline, cases, show=lambda case: f"customer {case[2]}",
-                            describe=_diff, copy=False)
-        return item if not item.ok else passed(
-            f"same answer as the baseline for customers {', '.join(map(str, (*fixed, *extra)))}, and "
-            "NotFoundError for an unknown one")
+    class Yours(_Queries):
+        def __exit__(self, *exc: object) -> None:
+            super().__exit__(*exc)
+            seen.update(statements=self.statements, sites=self.sites)
 
-    def within_budget() -> Item:
-        item = budget(solution, (conn, catalog, budget_customer), meter=meter, limit=max_queries,
-                      unit="queries and catalog calls", what=f"customer {budget_customer} ({counts[budget_customer]} "
-                      "items)", hint="batch the per-order and per-item lookups (labkit.nplusone.watch shows them)")
-        report = getattr(meter, "report", None)
-        if report is not None and report.suspects and item.detail:
-            worst = report.suspects[0]
-            return failed(f"customer {budget_customer}: {item.detail:,.0f} queries and catalog calls (budget "
-                          f"{max_queries})", f"N+1 suspect: {worst.count}× {worst.shape!r} at {worst.site}",
-                          "one query or call for all the items, not one per item")
-        return item if not item.ok else passed(item.message + ", no shape repeated per item", item.detail)
+    with Runner() as runner:
+        def correct() -> Item:
+            item = answers(runner, yours, base, cases, show=lambda case: f"customer {case[0]}", differ=_diff,
+                           copy=False)
+            return item if not item.ok else passed(
+                f"same answer as the baseline for {len(cases) - 1} customers (the dataset's and {len(made)} created "
+                "for this check), and NotFoundError for an unknown one", criterion="correctness")
 
-    def fast() -> Item:
-        return speed(baseline, solution, inputs=lambda k: (conn, catalog, timed[k % len(timed)]),
-                     required_speedup=required_speedup, rounds=rounds,
-                     what="customers of 40+ items, a new one for every timed call")
+        def within_budget() -> Item:
+            sides = iter((_Queries(theirs, their_calls), Yours(mine, my_calls)))
+            item = metered(runner, yours, base, lambda: (unseen,), meter=lambda: next(sides),
+                           unit="queries and catalog calls", what=f"customer {unseen} (created for this check)",
+                           limit=max_queries, floor=MIN_FRACTION, differ=_diff,
+                           hint="batch the per-order and per-item lookups (labkit.nplusone.watch shows them)")
+            suspects = _suspects(seen.get("statements", []), seen.get("sites", []), threshold)
+            if suspects and (item.ok or "over the budget" in item.message):
+                n, shape, site = suspects[0]
+                return failed(f"customer {unseen}: {item.detail:,.0f} queries and catalog calls (budget "
+                              f"{max_queries})", f"N+1 suspect: {n}× {shape!r} at {site}",
+                              "one query or call for all the items, not one per item", criterion="budget")
+            return item if not item.ok else passed(item.message + ", no shape repeated per item", item.detail,
+                                                   criterion="budget")
 
-    result = EXERCISE.grade(correct, within_budget, fast)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+        def fast() -> tuple[Item, ...]:
+            item = timed(runner, base, yours, inputs=lambda k: (fresh.new(rng.randint(40, 80), key=k),),
+                         required_speedup=required_speedup, rounds=rounds, rng=rng, differ=_diff,
+                         what="customers of 40+ items created for each timed call")
+            return item, prediction(experiment, item.detail, save=save)
+
+        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast)
+    mine.close()
+    theirs.close()
+    note = () if not ignored else (passed(f"(ignored: {', '.join(f'{k}=' for k in sorted(ignored))} — the check builds its own)"),)
+    return CheckResult(f"{result.title} (seed {seed})", result.items + note)
+
+
+_SEALED = seal(globals())

@@ -11,14 +11,17 @@ grades, in order:
    the same exception type for mismatched shapes; a wrong answer stops the grading there;
 2. **allocation budget** — on an input the correctness pass never saw (after a warm-up call on another
    one), at most ``max_fraction`` of the baseline's allocator calls (a memray census,
-   :class:`labkit.alloc.Census`), and more than none: a call that allocates nothing on a new input is
-   answering from a cache;
+   :class:`labkit.alloc.Census`), the answer checked, and at least :data:`MIN_FRACTION` of them: a call that
+   allocates (almost) nothing on a new input is answering from a cache;
 3. **speed** — :func:`labkit.compare` interleaving baseline and solution on a fresh input for every timed
    call: verdict ``faster`` by at least ``required_speedup``;
-4. **the prediction** — with ``experiment=``, the learner's :class:`labkit.record.Experiment` is concluded
-   with the measured comparison and saved.
+4. **the prediction** — the learner's :class:`labkit.record.Experiment` is required (planned with a predicted
+   ratio: checked right after correctness), concluded with the measured comparison and saved.
 
-Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run).
+Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run); the budgeted
+and timed size is drawn per grading around :data:`TIMED_DAYS` × :data:`TIMED_PRODUCTS` and the correctness
+pass includes it; every call goes through one :class:`labkit.check.Runner` and every answer is checked
+(:mod:`labkit.check` states the threat model).
 """
 
 from __future__ import annotations
@@ -33,21 +36,31 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    budget,
-    concluded,
+    Meter,
+    Runner,
+    answers,
+    band,
+    difference,
     failed,
     fresh_seed,
+    metered,
     not_callable,
     passed,
-    same_answers,
-    speed,
+    planned,
+    prediction,
+    seal,
+    timed,
 )
 
-__all__ = ["baseline", "check", "hint", "solution", "make_input", "MAX_FRACTION", "TIMED_DAYS", "TIMED_PRODUCTS"]
+__all__ = ["baseline", "check", "hint", "solution", "make_input", "MAX_FRACTION", "MIN_FRACTION", "TIMED_DAYS",
+           "TIMED_PRODUCTS"]
 
 #: the budget: at most this fraction of the baseline's allocator calls on an unseen input.
 MAX_FRACTION = 0.5
-#: the size of the budgeted and timed inputs: days × products.
+#: and at least this fraction: a loop over the days allocates at least a row view a day (~4 % of the
+#: baseline's calls); a call allocating less than this on an input generated just now answers from a cache.
+MIN_FRACTION = 0.005
+#: the nominal size of the budgeted and timed inputs, days × products; each grading draws both from ±25 %.
 TIMED_DAYS, TIMED_PRODUCTS = 1_000, 40
 
 Simulation = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -105,18 +118,12 @@ def make_input(seed: int, days: int = TIMED_DAYS, products: int = TIMED_PRODUCTS
     return demand, start, reorder_at, batch
 
 
-def _same(want: Any, got: Any) -> bool:
-    return (isinstance(got, np.ndarray) and got.shape == want.shape and got.dtype == want.dtype
-            and bool(np.array_equal(got, want)))
-
-
-def _describe(want: np.ndarray, got: Any) -> str:
-    if not isinstance(got, np.ndarray):
-        return f"expected a NumPy array of shape {want.shape}, got a {type(got).__name__}"
-    if got.shape != want.shape:
-        return f"expected shape {want.shape} (days, products), got {got.shape}"
-    if got.dtype != want.dtype:
-        return f"expected dtype {want.dtype}, got {got.dtype}"
+def _differ(want: np.ndarray, got: Any) -> str | None:
+    """Exactly the baseline's history (:func:`labkit.check.difference`: an ``numpy.ndarray``, not a subclass,
+    of its shape and dtype), described in days and products."""
+    where = difference(want, got)
+    if where is None or type(got) is not np.ndarray or got.shape != want.shape or got.dtype != want.dtype:
+        return None if where is None else where.replace("expected shape", "expected shape (days, products)")
     day, product = (int(i) for i in np.argwhere(got != want)[0])
     return (f"day {day}, product {product}: expected stock {int(want[day, product])}, got "
             f"{int(got[day, product])}")
@@ -127,7 +134,7 @@ def _show(case: tuple[np.ndarray, ...]) -> str:
     return f"{demand.shape[0]} days × {start.shape[0]} products"
 
 
-def _cases(rng: random.Random) -> list[tuple[np.ndarray, ...]]:
+def _cases(rng: random.Random, days: int, products: int) -> list[tuple[np.ndarray, ...]]:
     seeds = [rng.randrange(2**31) for _ in range(8)]
     edge = [make_input(seeds[0], 0, 5), make_input(seeds[1], 1, 1), make_input(seeds[2], 6, 0)]
     below = make_input(seeds[3], 10, 4)
@@ -136,38 +143,47 @@ def _cases(rng: random.Random) -> list[tuple[np.ndarray, ...]]:
     sizes = [make_input(seeds[4], 120, 30), make_input(seeds[5], 7, 30), make_input(seeds[6], 60, 12)]
     mismatched = make_input(seeds[7], 5, 6)
     mismatched = (mismatched[0], mismatched[1][:4], mismatched[2], mismatched[3])  # start: 4 products, not 6
-    return [*edge, below, *sizes, make_input(rng.randrange(2**31), 365, 25), mismatched]
+    fresh = [make_input(rng.randrange(2**31), rng.randrange(100, 400), rng.randrange(5, 30))
+             for _ in range(rng.randint(1, 3))]
+    # the timed size too: nothing tells a checked call from a timed one by its size
+    big = [make_input(rng.randrange(2**31), days, products) for _ in range(rng.randint(1, 2))]
+    tail = [below, *fresh, *big, mismatched]
+    rng.shuffle(tail)
+    return [*edge, *sizes, *tail]
 
 
-def _answers_stay(solution: Simulation, rng: random.Random) -> Item:
+def _answers_stay(runner: Runner, solution: Simulation, rng: random.Random) -> Item:
     """An answer must stay what it was after the next call: a reused result array handed out twice fails."""
     first_in, second_in = make_input(rng.randrange(2**31), 40, 8), make_input(rng.randrange(2**31), 40, 8)
-    try:
-        first = solution(*first_in)
-        kept = np.array(first, copy=True)
-        solution(*second_in)
-    except Exception as e:  # the learner's code: report, never raise
-        return failed(f"on two calls in a row: your function raised {type(e).__name__}: {e}")
-    if not (isinstance(first, np.ndarray) and np.array_equal(first, kept)):
+    first = runner.call(solution, first_in)
+    if first.error is None:
+        kept = np.array(first.value, copy=True) if type(first.value) is np.ndarray else None
+        second = runner.call(solution, second_in)
+    if first.error is not None or second.error is not None:
+        e = first.error if first.error is not None else second.error
+        return failed(f"on two calls in a row: your function raised {type(e).__name__}", criterion="correctness")
+    if kept is None or not np.array_equal(first.value, kept):
         return failed("an answer changed after the next call", "the array your function returned first was "
                       "overwritten by the second call", "return a new array (or a copy) each call: reuse "
-                      "scratch space inside, never the answer you hand out")
-    return passed("same answers as the baseline on every input, edge cases and sizes up and down included; "
-                  "an answer stays unchanged after the next call")
+                      "scratch space inside, never the answer you hand out", criterion="correctness")
+    return passed("same answers as the baseline on every input, edge cases, sizes up and down and the timed size "
+                  "included; an answer stays unchanged after the next call", criterion="correctness")
 
 
-def _allocations(warm: tuple[np.ndarray, ...]) -> Callable[..., float]:
-    """The budget's meter: allocator calls of one call (a memray census, :class:`labkit.alloc.Census`) on its
-    input, after a warm-up call on ``warm`` (same shape, other values) so that buffers a solution keeps
-    between calls are already there — and a cache keyed on the input has never seen it."""
-    from labkit.alloc import Census
+class _Allocations(Meter):
+    """The budget's meter: allocator calls of one call (a memray census, :class:`labkit.alloc.Census`, which
+    counts every thread of the process)."""
 
-    def meter(fn: Callable[..., Any], *args: Any) -> float:
-        fn(*warm)
-        with Census() as census:
-            fn(*args)
-        return float(census.allocations or 0)
-    return meter
+    def __enter__(self) -> _Allocations:
+        from labkit.alloc import Census
+
+        self._census = Census()
+        self._census.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._census.__exit__(None, None, None)
+        self.amount = float(self._census.allocations or 0)
 
 
 EXERCISE = Exercise(
@@ -186,47 +202,58 @@ solution = EXERCISE.solution
 
 
 def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, seed: int | None = None,
-          max_fraction: float = MAX_FRACTION, required_speedup: float = 2.0) -> CheckResult:
+          max_fraction: float = MAX_FRACTION, required_speedup: float = 2.0, save: bool = True) -> CheckResult:
     """Grade a faster, preallocating ``simulate(demand, start, reorder_at, batch)`` against the baseline.
 
     Args:
-        solution: same signature and answer as :func:`baseline`.
-        experiment: your :class:`labkit.record.Experiment` (planned before the check); concluded with the
-            measured comparison and saved when the check gets that far.
-        rounds: interleaved A/B rounds for the speed check.
+        solution: same signature and answer as :func:`baseline` (an int64 ``numpy.ndarray``, exactly).
+        experiment: your :class:`labkit.record.Experiment`, planned before the check with a predicted ratio:
+            required (a prediction is part of passing); concluded with the measured comparison and saved.
+        rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         seed: reproduces a grading run (a new one is drawn each time by default).
-        max_fraction: allocator calls allowed, as a fraction of the baseline's on the same unseen input.
+        max_fraction: allocator calls allowed, as a fraction of the baseline's on the same unseen input (and
+            at least :data:`MIN_FRACTION` of them).
         required_speedup: how many times faster than the baseline the solution must be.
+        save: save the concluded record.
+
+    The budgeted and timed inputs are about :data:`TIMED_DAYS` × :data:`TIMED_PRODUCTS`, the size drawn for
+    each grading; the correctness pass includes that size; every metered and timed answer is checked.
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, the allocation budget, the speed-up, the prediction.
+        A :class:`labkit.check.CheckResult`: correctness, the prediction planned, the allocation budget, the
+        speed-up, the prediction concluded.
     """
     refused = not_callable(EXERCISE, solution)
     if refused is not None:
         return refused
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
-    cases = _cases(rng)
-    unseen, warm = make_input(rng.randrange(2**31)), make_input(rng.randrange(2**31))
-    timed_base = rng.randrange(2**31)
+    days, products = band(rng, TIMED_DAYS), band(rng, TIMED_PRODUCTS)
+    cases = _cases(rng, days, products)
+    unseen, warm, timed_base = (rng.randrange(2**31) for _ in range(3))
+    size = f"{days:,} days × {products} products"
 
-    def correct() -> Item:
-        item = same_answers(solution, baseline, cases, same=_same, show=_show, describe=_describe)
-        return item if not item.ok else _answers_stay(solution, rng)
+    with Runner() as runner:
+        def correct() -> Item:
+            item = answers(runner, solution, baseline, cases, differ=_differ, show=_show)
+            return item if not item.ok else _answers_stay(runner, solution, rng)
 
-    def within_budget() -> Item:
-        meter = _allocations(warm)
-        base = meter(baseline, *unseen)
-        return budget(solution, unseen, meter=meter, limit=int(max_fraction * base), unit="allocator calls",
-                      what=f"an unseen {TIMED_DAYS} days × {TIMED_PRODUCTS} products", baseline_amount=base,
-                      hint="preallocate the history once and reuse the per-day arrays (out=); "
-                           "labkit.alloc.count shows what is left")
+        def within_budget() -> Item:
+            return metered(runner, solution, baseline, lambda: make_input(unseen, days, products),
+                           warm=lambda: make_input(warm, days, products), meter=_Allocations,
+                           unit="allocator calls", what=f"an unseen {size}", max_fraction=max_fraction,
+                           floor=MIN_FRACTION, differ=_differ,
+                           hint="preallocate the history once and reuse the per-day arrays (out=); "
+                                "labkit.alloc.count shows what is left")
 
-    def fast() -> tuple[Item, ...]:
-        item = speed(baseline, solution, inputs=lambda k: make_input(timed_base + k), rounds=rounds,
-                     required_speedup=required_speedup,
-                     what=f"{TIMED_DAYS} days × {TIMED_PRODUCTS} products, a new input for every timed call")
-        return item, *concluded(experiment, item.detail)
+        def fast() -> tuple[Item, ...]:
+            item = timed(runner, baseline, solution, inputs=lambda k: make_input(timed_base + k, days, products),
+                         rounds=rounds, rng=rng, required_speedup=required_speedup, differ=_differ,
+                         what=f"{size}, a new input for every timed call")
+            return item, prediction(experiment, item.detail, save=save)
 
-    result = EXERCISE.grade(correct, within_budget, fast)
+        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())

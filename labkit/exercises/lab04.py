@@ -7,15 +7,20 @@ NumPy array per field, categories as integer codes) and ``.frame`` (the same col
 The baseline, :func:`revenue_by_category`, loops over ``.rows``; the learner writes the same report over
 ``.columns`` (or ``.frame``) and passes it to :func:`check`, which grades, in order:
 
-1. **correctness** — exactly the baseline's answer (same categories, in the same order, the same ``int``
-   values) on edge cases and on fresh tables drawn from the run's seed, and the same error for an inverted
-   date range;
-2. **the budget** — interpreted Python lines executed per order line, on a table the correctness pass never
-   saw: a report that still visits every record from Python (a loop, a comprehension that converts rows to
-   columns) is over it; a call that executes no Python at all on that table is answering from a cache;
-3. **speed** — ``labkit.compare`` against the baseline, a fresh table for every timed call: ``faster`` by at
-   least ``required_speedup`` at ``n`` order lines (100,000 by default);
-4. the learner's experiment record, concluded with the measured ratio (reported, not graded).
+1. **correctness** — exactly the baseline's answer (a ``dict``, the same categories in the same order, the
+   same Python ``int`` values: :func:`labkit.check.difference`) on edge cases, on fresh tables drawn from the
+   run's seed and on tables of the timed size, and the same error for an inverted date range;
+2. **the prediction planned** — the learner's experiment record, with a predicted ratio, is required;
+3. **the budget** — interpreted Python lines executed per order line, on a table generated for the grading,
+   the answer checked: a report that still visits every record from Python (a loop, a comprehension that
+   converts rows to columns) is over it; a call that executes no Python at all on that table is answering
+   from a cache; a call that unhooks the line tracer fails;
+4. **speed** — ``labkit.compare`` against the baseline, a fresh table for every timed call, every answer
+   checked: ``faster`` by at least ``required_speedup`` at about ``n`` order lines (100,000 by default; the
+   size is drawn per grading);
+5. the experiment concluded with the measured ratio (a refuted prediction is reported, and passes).
+
+Every call goes through one :class:`labkit.check.Runner`; :mod:`labkit.check` states the threat model.
 """
 
 from __future__ import annotations
@@ -33,12 +38,18 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    budget,
-    concluded,
+    Meter,
+    Runner,
+    answers,
+    band,
+    difference,
     fresh_seed,
+    metered,
     not_callable,
-    same_answers,
-    speed,
+    planned,
+    prediction,
+    seal,
+    timed,
 )
 from labkit.errors import BadInputError
 from labkit.record import Experiment
@@ -53,6 +64,8 @@ CATEGORIES: tuple[str, ...] = ("backpack", "chair", "clock", "drum", "jacket", "
 DAYS = 366
 FIELDS = ("day", "category", "qty", "unit_price", "discount_bp")
 _MAX_N = 2_000_000
+# bound at import: a learner replacing sys.settrace (or threading.settrace) changes nothing the meter does
+_SETTRACE, _GETTRACE, _THREAD_SETTRACE = sys.settrace, sys.gettrace, threading.settrace
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,25 +161,42 @@ def _reference(sales: Sales, start_day: int, end_day: int) -> dict[str, int]:
 def python_lines(fn: Callable[..., Any], *args: Any) -> int:
     """Interpreted Python lines executed by one call ``fn(*args)`` (``sys.settrace`` line events, in this
     thread and in threads it starts; compiled code — NumPy, pandas' C parts, numba — counts nothing)."""
-    count = [0]
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            count[0] += 1
-        return local
-
-    def start(frame: Any, event: str, arg: Any) -> Any:
-        return local
-
-    before = sys.gettrace()
-    threading.settrace(start)  # before sys.settrace: it is Python code, which would be counted
-    sys.settrace(start)
-    try:
+    with _Lines() as lines:
         fn(*args)
-    finally:
-        sys.settrace(before)
-        threading.settrace(None)  # type: ignore[arg-type]
-    return count[0]
+    return int(lines.amount)
+
+
+class _Lines(Meter):
+    """The budget's meter: line events of the call, in the thread that runs it and in threads it starts. A
+    call that unhooks the tracer (``sys.settrace(None)``, another tracer) fails: it walked around the meter."""
+
+    def __init__(self, per: float = 1.0) -> None:
+        self.per = per  # the amount is lines × per (lines per 1,000 order lines, say)
+
+    def __enter__(self) -> _Lines:
+        self.amount, self._before = 0.0, _GETTRACE()
+        own = _Lines.__exit__.__code__  # the meter's own exit is not the call's work
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line":
+                self.amount += self.per
+            return local
+
+        def start(frame: Any, event: str, arg: Any) -> Any:
+            return None if frame.f_code is own else local
+
+        self._start = start
+        _THREAD_SETTRACE(start)  # before sys.settrace: it is Python code, which would be counted
+        _SETTRACE(start)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        unhooked = _GETTRACE() is not self._start
+        _SETTRACE(self._before)
+        _THREAD_SETTRACE(None)  # type: ignore[arg-type]
+        if unhooked:
+            raise RuntimeError("the line meter was unhooked during the call (sys.settrace was replaced): "
+                               "the budget counts every line your report runs")
 
 
 EXERCISE = Exercise(
@@ -185,32 +215,23 @@ hint = EXERCISE.hint
 solution = EXERCISE.solution
 
 
-def _same(want: dict[str, int], got: Any) -> bool:
-    return (isinstance(got, dict) and list(got.items()) == list(want.items())
-            and all(type(v) is int for v in got.values()))
+def _differ(want: dict[str, int], got: Any) -> str | None:
+    """Exactly the baseline's dict (:func:`labkit.check.difference`, keys in its order), with what to do."""
+    where = difference(want, got, ordered=True)
+    if where is None:
+        return None
+    if "got type numpy" in where:
+        return where + " — a NumPy scalar is not a Python int (and does not serialise to JSON); wrap it in int(...)"
+    if "keys must come in the baseline's order" in where:
+        return where + ": the categories must come sorted by name"
+    if "unexpected key" in where:
+        return where + " (it has no lines in the range: leave it out)"
+    if "missing key" in where:
+        return where + " (it has lines in the range)"
+    return where
 
 
-def _describe(want: dict[str, int], got: Any) -> str:
-    if not isinstance(got, dict):
-        return f"expected a dict {{category: cents}}, got a {type(got).__name__}"
-    missing, extra = [k for k in want if k not in got], [k for k in got if k not in want]
-    if missing:
-        return f"category {missing[0]!r} is missing (it has lines in the range)"
-    if extra:
-        return f"category {extra[0]!r} should not be there (no lines in the range)"
-    for k, v in want.items():
-        if got[k] != v:
-            shown = f"{got[k]:,}" if isinstance(got[k], int | float) else repr(got[k])
-            off = f" (off by {got[k] - v:,})" if isinstance(got[k], int | float) else ""
-            return f"{k!r}: expected {v:,} cents, got {shown}{off}"
-    if list(got) != list(want):
-        return f"the categories must come sorted by name: expected {list(want)[:4]}…, got {list(got)[:4]}…"
-    bad = next(k for k, v in got.items() if type(v) is not int)
-    return (f"{bad!r}: the value is a {type(got[bad]).__name__}, not a Python int — a NumPy scalar does not "
-            "serialise to JSON; wrap it in int(...)")
-
-
-def _cases(rng: random.Random) -> list[tuple[Any, ...]]:
+def _cases(rng: random.Random, n: int) -> list[Any]:
     def seed() -> int:
         return rng.randrange(2**31)
 
@@ -220,8 +241,12 @@ def _cases(rng: random.Random) -> list[tuple[Any, ...]]:
     few = make_sales(rng.randrange(200, 400), seed(), categories=rng.randrange(3, 6))
     a = rng.randrange(0, DAYS - 60)
     b = rng.randrange(a + 1, DAYS)
-    return [(make_sales(0), 0, DAYS), (one, day, day + 1), (one, day + 1, DAYS + 1), (table, 0, DAYS),
-            (table, a, b), (table, a, a), (few, 0, DAYS), (few, b, a)]
+    cases: list[Any] = [(make_sales(0), 0, DAYS), (one, day, day + 1), (one, day + 1, DAYS + 1), (table, 0, DAYS),
+                        (table, a, b), (table, a, a), (few, 0, DAYS), (few, b, a)]
+    for _ in range(rng.randint(1, 2)):  # the timed size too, built afresh for each side
+        s, lo = seed(), rng.randrange(0, 120)
+        cases.insert(rng.randrange(3, len(cases)), lambda s=s, lo=lo: (make_sales(n, s), lo, lo + 200))
+    return cases
 
 
 def _show(case: tuple[Any, ...]) -> str:
@@ -236,52 +261,57 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
 
     Args:
         solution: ``solution(sales, start_day, end_day) -> {category: cents}``, the baseline's signature.
-        experiment: your ``Experiment.plan(...)`` record, concluded with the measured ratio (and saved when
-            ``save``); whether your prediction held is reported, not graded.
-        n: order lines per table in the speed check (the stated size).
-        rounds: interleaved A/B rounds for the speed check.
+        experiment: your ``Experiment.plan(...)`` record with a predicted ratio: required (a prediction is part
+            of passing); concluded with the measured ratio (and saved when ``save``); whether your prediction
+            held is reported, not graded.
+        n: about how many order lines per timed table (the size is drawn per grading from ±25 %; the budget's
+            table is about half of it).
+        rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         required_speedup: how many times faster than the baseline at ``n`` lines.
         max_lines_per_record: the budget, interpreted Python lines per order line (the baseline runs a few
             per line; a columnar report a fixed number, whatever the size).
         seed: reproduces a grading run (a new one is drawn each time by default).
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, then the budget, then the speed-up.
+        A :class:`labkit.check.CheckResult`: correctness, the prediction planned, the budget, the speed-up,
+        the prediction concluded.
     """
     refused = not_callable(EXERCISE, solution)
     if refused is not None:
         return refused
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
-    cases = _cases(rng)
+    size = band(rng, n)
+    cases = _cases(rng, size)
+    budget_size, budget_seed, budget_start = band(rng, n // 2), rng.randrange(2**31), rng.randrange(0, 100)
+    base_seed = rng.randrange(2**31)
+    per = 1_000 / budget_size
 
-    def within_budget() -> Item:
-        size = 50_000
-        table = make_sales(size, rng.randrange(2**31))
-        start = rng.randrange(0, 100)
-        args = (table, start, start + 200)
-        per = 1_000 / size
-        base = python_lines(revenue_by_category, *args) * per
-        item = budget(solution, args, meter=lambda fn, *a: python_lines(fn, *a) * per,
-                      limit=max_lines_per_record * 1_000, unit="interpreted Python lines per 1,000 order lines",
-                      what=f"a fresh table of {size:,} lines",
-                      hint="work on whole columns (sales.columns or sales.frame): no Python loop or comprehension "
-                           "over the lines — not even to convert them", baseline_amount=base)
-        return item
+    def inputs(k: int) -> tuple[Any, ...]:
+        r = random.Random(base_seed + k)
+        start = r.randrange(0, 120)
+        return make_sales(size, base_seed + k), start, start + r.randrange(120, DAYS - start)
 
-    def fast_then_concluded() -> tuple[Item, ...]:
-        base_seed = rng.randrange(2**31)
+    with Runner() as runner:
+        def within_budget() -> Item:
+            return metered(runner, solution, revenue_by_category,
+                           lambda: (make_sales(budget_size, budget_seed), budget_start, budget_start + 200),
+                           meter=lambda: _Lines(per), unit="interpreted Python lines per 1,000 order lines",
+                           what=f"a fresh table of {budget_size:,} lines", limit=max_lines_per_record * 1_000,
+                           floor=0, differ=_differ,
+                           hint="work on whole columns (sales.columns or sales.frame): no Python loop or "
+                                "comprehension over the lines — not even to convert them")
 
-        def inputs(k: int) -> tuple[Any, ...]:
-            r = random.Random(base_seed + k)
-            start = r.randrange(0, 120)
-            return make_sales(n, base_seed + k), start, start + r.randrange(120, DAYS - start)
+        def fast_then_concluded() -> tuple[Item, ...]:
+            item = timed(runner, revenue_by_category, solution, inputs=inputs, required_speedup=required_speedup,
+                         rounds=rounds, rng=rng, differ=_differ,
+                         what=f"fresh tables of {size:,} lines, a new one for every call")
+            return item, prediction(experiment, item.detail, save=save)
 
-        item = speed(revenue_by_category, solution, inputs=inputs, required_speedup=required_speedup, rounds=rounds,
-                     what=f"fresh tables of {n:,} lines, a new one for every call")
-        return item, *concluded(experiment, item.detail, save=save)
-
-    result = EXERCISE.grade(
-        lambda: same_answers(solution, revenue_by_category, cases, same=_same, show=_show, describe=_describe),
-        within_budget, fast_then_concluded)
+        result = EXERCISE.grade(
+            lambda: answers(runner, solution, revenue_by_category, cases, differ=_differ, show=_show),
+            lambda: planned(experiment), within_budget, fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())

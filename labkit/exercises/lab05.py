@@ -6,18 +6,24 @@ currency and total; per item its sku, name and quantity; per product its warehou
 stays ``None`` when the catalog does not know it). The learner writes ``encode(order) -> bytes`` in a format
 the app can read — ``"json"`` or ``"msgpack"`` — and :func:`check` grades, in order:
 
-1. **correctness** — the grader decodes the learner's bytes itself (``json.loads`` or ``msgpack.unpackb``:
-   the learner supplies no decoder, so nothing can be looked up on the way back) and compares them with the
-   courier view of the baseline's answer, on orders drawn fresh for this grading run, plus edge cases (an
-   order of one item, a product the catalog does not know, non-ASCII text);
-2. **bytes** — on an order the correctness pass never saw, at most ``max_share`` of the baseline's bytes, and
-   more than none (no work is not a fix);
-3. **speed** — ``labkit.compare`` against the baseline on fresh orders (a new order for every timed call):
-   ``faster`` by at least ``required_speedup``;
-4. **the prediction** — a learner's experiment record is concluded with the measured ratio (and saved).
+1. **correctness** — the answer must be exactly ``bytes`` (no subclass, no lazy object), the grader decodes
+   it itself (``json.loads`` or ``msgpack.unpackb``: the learner supplies no decoder, so nothing can be looked
+   up on the way back) and compares it with the courier view of the baseline's answer in a form no value can
+   fake (``True`` is not ``1``, ``3.0`` is not ``3``: :func:`labkit.exact.difference`), on edge cases (an order
+   of one item, a product the catalog does not know, non-ASCII text) and on orders of the sizes it times;
+2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+3. **bytes** — on an order generated for this call, at most ``max_share`` of the baseline's bytes, the
+   answer checked;
+4. **speed** — ``labkit.compare`` against the baseline on a new order for every timed call, **every timed
+   answer checked**: ``faster`` by at least ``required_speedup``; then your experiment is concluded with the
+   measured ratio (judged on the effect) and saved.
 
-The orders come from the small dataset through an in-process :class:`labkit.toyshop.catalog.FakeCatalog`,
-so the check needs no service.
+Every order graded is **generated for this grading**: a dataset order's shape, with every value the courier
+app reads drawn afresh (the order's id, status and total, each item's sku, name and quantity, each product's
+warehouse and weight), so an answer precomputed for the dataset's orders matches none of them. Every call of
+your function, in every phase, goes through one :class:`labkit.check.Runner`, and the module is sealed at
+import (:mod:`labkit.check`'s threat model). The orders come from the small dataset through an in-process
+:class:`labkit.toyshop.catalog.FakeCatalog`, so the check needs no service.
 """
 
 from __future__ import annotations
@@ -34,13 +40,20 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    budget,
-    concluded,
+    Runner,
+    answers,
+    band,
+    difference,
+    failed,
     fresh_seed,
     not_callable,
-    same_answers,
-    speed,
+    passed,
+    planned,
+    prediction,
+    seal,
+    timed,
 )
+from labkit.exact import kind
 from labkit.record import Experiment
 
 __all__ = ["baseline", "courier_view", "load_order", "check", "FORMATS", "hint", "solution"]
@@ -79,12 +92,20 @@ def _source() -> tuple[Any, Any, tuple[int, ...], tuple[int, ...]]:
     return conn, FakeCatalog.from_db(path), big, single
 
 
-def load_order(order_id: int) -> dict[str, Any]:
-    """Order ``order_id`` as ``/orders/{id}`` builds it (small dataset, in process)."""
+def load_order(order_id: int, catalog: Any = None) -> dict[str, Any]:
+    """Order ``order_id`` as ``/orders/{id}`` builds it (small dataset, in process; ``catalog``: the products
+    to read, default the lab's shared in-process catalog)."""
     from labkit.toyshop.export import order_detail
 
-    conn, catalog, _, _ = _source()
-    return order_detail(conn, catalog, order_id)
+    conn, shared, _, _ = _source()
+    return order_detail(conn, shared if catalog is None else catalog, order_id)
+
+
+def _read(format: str, body: bytes) -> Any:
+    """The courier app's decoder for ``format`` — in code, not a table a learner could change in place."""
+    if format == "msgpack":
+        return msgpack.unpackb(body, raw=False)
+    return json.loads(body)
 
 
 def _reference(order: Mapping[str, Any]) -> bytes:
@@ -99,21 +120,53 @@ EXERCISE = Exercise(
     hints=("Which costs more for this client: the format, or the 30 product fields it never reads? Look at the "
            "bytes of one order in each form before you write anything.",
            "Build courier_view(order)-shaped data first (a few dict and list comprehensions), then encode that.",
-           "return orjson.dumps(courier_view(order)) with FORMAT = 'json' — or msgspec/msgpack with 'msgpack'."),
+           "Two changes, each measured on its own before the check: send only the courier view's fields, then "
+           "pick the fastest encoder of section 4's table for a format the app reads — one that writes bytes "
+           "itself, with no str to encode afterwards."),
     solution=_reference,
 )
 hint = EXERCISE.hint
 solution = EXERCISE.solution
 
 
-def _edge_cases(rng: random.Random) -> list[dict[str, Any]]:
-    _, _, big, single = _source()
-    one = load_order(rng.choice(single))
-    unknown = load_order(rng.choice(big))
-    unknown["items"][0]["product"] = None  # the catalog does not know this product
-    text = load_order(rng.choice(big))
-    text["items"][0]["name"] = "Zürich ☕ “kettle” 😀"
-    return [one, unknown, text]
+
+_WORDS = ("blue", "quiet", "rapid", "Zürich", "☕", "“kettle”", "mini", "deluxe", "garden", "solar", "😀", "pro")
+_STATUSES = ("placed", "paid", "packed", "shipped", "delivered", "cancelled")
+
+
+def _fresh(catalog: Any, template: int, seed: int, *, unknown: bool = False, one: bool = False) -> dict[str, Any]:
+    """Order ``template``'s shape (every field ``/orders/{id}`` has, its products read from ``catalog``) with
+    every value the courier app reads drawn from ``seed``: an order that exists nowhere before this call."""
+    rng = random.Random(seed)
+    order = load_order(template, catalog)
+    order["id"] = rng.randrange(10**6, 10**9)
+    order["status"] = rng.choice(_STATUSES)
+    order["total_cents"] = rng.randrange(100, 10**7)
+    if one:
+        order["items"] = order["items"][:1]
+    for item in order["items"]:
+        item["sku"] = f"SKU-{rng.randrange(10**7):07d}"
+        item["name"] = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4)))
+        item["quantity"] = rng.randint(1, 9)
+        if item["product"] is not None:
+            item["product"]["warehouse"] = f"WH-{rng.randint(1, 40)}"
+            item["product"]["weight_g"] = rng.randrange(5, 40_000)
+    if unknown:
+        order["items"][rng.randrange(len(order["items"]))]["product"] = None  # the catalog does not know it
+    return order
+
+
+def _differ(format: str) -> Callable[[bytes, Any], str | None]:
+    """Where your bytes differ from what the courier app needs (the baseline's answer, viewed), or None."""
+    def differ(want: bytes, got: Any) -> str | None:
+        if type(got) is not bytes:
+            return f"encode must return bytes (exactly: no subclass or view), got {kind(got)}"
+        try:
+            mine = _read(format, got)
+        except Exception as e:  # not readable as the declared format at all
+            return f"the courier app cannot read your bytes as {format}: {type(e).__name__}: {str(e)[:80]}"
+        return difference(courier_view(json.loads(want)), mine, "the decoded order")
+    return differ
 
 
 def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # the lab's word
@@ -124,12 +177,12 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
     Args:
         encode: ``encode(order: dict) -> bytes``.
         format: what your bytes are: ``"json"`` or ``"msgpack"`` (the grader decodes them itself).
-        experiment: your :class:`labkit.record.Experiment`, planned before you ran the check; concluded with
-            the measured speed ratio.
-        rounds: interleaved A/B rounds for the speed check.
+        experiment: your :class:`labkit.record.Experiment`, planned before you ran the check (required);
+            concluded with the measured speed ratio.
+        rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         required_speedup: how many times faster than the baseline your encoder must be.
-        max_share: your bytes may be at most this share of the baseline's on an unseen order.
-        cases: fresh orders in the correctness pass (besides the edge cases).
+        max_share: your bytes may be at most this share of the baseline's on a new order.
+        cases: about this many fresh orders in the correctness pass (drawn per grading), besides the edge cases.
         save: save the concluded experiment record.
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
@@ -140,51 +193,54 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         return EXERCISE.refuse(f"format={format!r}: the courier app reads {' or '.join(map(repr, FORMATS))}")
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
-    read = FORMATS[format]
-    _, _, big, _ = _source()
+    from labkit.toyshop.catalog import FakeCatalog
+    from labkit.toyshop.dataset import ensure
 
-    def same(want: bytes, got: Any) -> bool:
-        if not isinstance(got, bytes | bytearray | memoryview):
-            raise TypeError(f"encode must return bytes, got {type(got).__name__}")
-        return read(bytes(got)) == courier_view(json.loads(want))
+    differ = _differ(format)
+    _, _, big, single = _source()
+    catalog = FakeCatalog.from_db(ensure("small", quiet=True))  # this grading's own products: nothing shared
+    pick = lambda: rng.choice(big)  # noqa: E731
+    graded = [(_fresh(catalog, rng.choice(single), rng.randrange(2**31)),),
+              (_fresh(catalog, pick(), rng.randrange(2**31), unknown=True),),
+              (_fresh(catalog, pick(), rng.randrange(2**31), one=True),),
+              *((_fresh(catalog, pick(), rng.randrange(2**31)),) for _ in range(band(rng, cases, 0.35)))]
+    rng.shuffle(graded)
+    budgeted = (catalog, pick(), rng.randrange(2**31))
+    timed_orders = [pick() for _ in range(64)]
+    timed_seed = rng.randrange(2**31)
 
-    def describe(want: bytes, got: Any) -> str:
-        try:
-            mine = read(bytes(got))
-        except Exception as e:  # not readable as the declared format at all
-            return f"the courier app cannot read your bytes as {format}: {type(e).__name__}: {str(e)[:80]}"
-        need = courier_view(json.loads(want))
-        if not isinstance(mine, dict):
-            return f"expected an object, got {type(mine).__name__}"
-        if set(mine) != set(need):
-            return f"order keys {sorted(mine)}, the app reads exactly {sorted(need)}"
-        for n, (a, b) in enumerate(zip(need["items"], mine.get("items") or [], strict=False)):
-            if a != b:
-                return f"item {n}: expected {json.dumps(a)[:120]}, got {str(b)[:120]}"
-        return f"expected {json.dumps(need)[:100]}…"
+    def show(case: tuple[Any, ...]) -> str:
+        return f"order {case[0]['id']} ({len(case[0]['items'])} items)"
 
-    drawn = rng.sample(big, cases + 20 + 4 * rounds + 8)  # distinct orders: graded, budgeted, timed
-    graded = [(o,) for o in _edge_cases(rng) + [load_order(i) for i in drawn[:cases]]]
-    unseen = max((load_order(i) for i in drawn[cases:cases + 20]), key=lambda o: len(o["items"]))
-    base_bytes = len(baseline(unseen))
+    def inputs(k: int) -> tuple[Any, ...]:
+        return (_fresh(catalog, timed_orders[k % len(timed_orders)], timed_seed + k),)
 
-    def correct() -> Item:
-        return same_answers(encode, baseline, graded, same=same, describe=describe,
-                            show=lambda c: f"order {c[0]['id']} ({len(c[0]['items'])} items)")
+    with Runner() as runner:
+        def small() -> Item:
+            order = _fresh(*budgeted)
+            base_bytes = len(baseline(order))
+            got = runner.call(encode, (_fresh(*budgeted),))
+            what = f"order {order['id']} ({len(order['items'])} items), generated for this call"
+            if got.error is not None:
+                return failed(f"{what}: your function raised {type(got.error).__name__}", criterion="budget")
+            if (where := differ(baseline(order), got.value)) is not None:
+                return failed(f"wrong answer on {what} (the call whose bytes are counted)", where, criterion="budget")
+            n, limit = len(got.value), max_share * base_bytes
+            if n > limit:
+                return failed(f"{what}: {n:,} bytes (the baseline: {base_bytes:,})", f"over the budget of "
+                              f"{limit:,.0f} by {n - limit:,.0f}", "send only what courier_view() holds",
+                              detail=n, criterion="budget")
+            return passed(f"{what}: {n:,} bytes (the baseline: {base_bytes:,}), within the budget of {limit:,.0f}, "
+                          "the answer checked", detail=n, criterion="budget")
 
-    def small() -> Item:
-        return budget(encode, (unseen,), meter=lambda fn, o: len(fn(o)), limit=max_share * base_bytes,
-                      unit="bytes", what=f"order {unseen['id']} ({len(unseen['items'])} items), never graded before",
-                      baseline_amount=base_bytes, hint="send only what courier_view() holds")
+        def fast_then_concluded() -> tuple[Item, ...]:
+            item = timed(runner, baseline, encode, inputs=inputs, required_speedup=required_speedup, rounds=rounds,
+                         rng=rng, what="fresh orders", differ=differ)
+            return item, prediction(experiment, item.detail, save=save)
 
-    def fast_then_concluded() -> tuple[Item, ...]:
-        ids = drawn[cases + 20:]
-        item = speed(baseline, encode, inputs=lambda k: (load_order(ids[k % len(ids)]),),
-                     required_speedup=required_speedup, rounds=rounds, what="fresh orders")
-        return item, *concluded(experiment, item.detail, save=save)
-
-    if experiment is not None and (not isinstance(experiment, Experiment) or experiment.predicted_ratio is None):
-        return EXERCISE.refuse("experiment= takes the Experiment.plan(...) you wrote, with a predicted_ratio")
-    result = EXERCISE.grade(correct, small, fast_then_concluded)
+        result = EXERCISE.grade(lambda: answers(runner, encode, baseline, graded, differ=differ, show=show),
+                                lambda: planned(experiment), small, fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
 
+
+_SEALED = seal(globals())

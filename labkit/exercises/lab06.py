@@ -4,25 +4,30 @@ The learner gets :func:`baseline` — ``top_sellers(orders) -> [(customer, sku, 
 and is told only that it is too slow and allocates too much. Where the cost is, a profile says (the lab's
 CPU flame graph and allocation profile). :func:`check` grades, in order:
 
-1. **correctness** — the same list as the baseline on edge cases (no orders, an order without lines, the
-   same customer spelled with other spaces and capitals, ties in revenue, lines with and without a
-   discount), on fresh random inputs, the same exception type for an order without ``lines``, and the
-   caller's orders left exactly as they were (the baseline never changes its input);
-2. **allocation budget** — on an input the correctness pass never saw (after a warm-up call on another
-   one), at most ``max_fraction`` of the baseline's allocator calls (a memray census,
-   :class:`labkit.alloc.Census`), and more than none: no work on a new input is not a fix;
-3. **speed** — :func:`labkit.compare` interleaving baseline and solution on a fresh input for every timed
-   call: verdict ``faster`` by at least ``required_speedup``;
-4. **the prediction** — with ``experiment=``, the learner's :class:`labkit.record.Experiment` is concluded
-   with the measured comparison and saved.
+1. **correctness** — exactly the baseline's list (a ``list`` of ``tuple`` of ``str, str, int, int``, compared
+   by :func:`labkit.exact.difference`: no subclass, no float for an int) on edge cases (no orders, an order
+   without lines, the same customer spelled with other spaces and capitals, ties in revenue, lines with and
+   without a discount), on fresh random batches **of the size that is timed** (drawn per grading around
+   :data:`TIMED_ORDERS`), the same exception type for an order without ``lines``, and the caller's orders left
+   exactly as they were (the baseline never changes its input);
+2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+3. **allocation budget** — on a batch generated for this call (after a warm-up call on another one), at most
+   ``max_fraction`` of the baseline's allocator calls (a memray census, :class:`labkit.alloc.Census`), at
+   least 1 % of them (a call doing less is answering from a cache), the answer checked;
+4. **speed** — :func:`labkit.compare` interleaving baseline and solution on a fresh batch for every timed
+   call, **every timed answer checked**: verdict ``faster`` by at least ``required_speedup``; then your
+   experiment is concluded with the measured comparison (judged on the effect) and saved.
 
-Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run).
+Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run). Every call of
+your function goes through one :class:`labkit.check.Runner`, and the module is sealed at import
+(:mod:`labkit.check`'s threat model).
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -30,25 +35,31 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    budget,
-    concluded,
+    Meter,
+    Runner,
+    answers,
+    band,
     failed,
     fresh_seed,
+    metered,
     not_callable,
     passed,
-    same_answers,
-    speed,
+    planned,
+    prediction,
+    seal,
+    timed,
 )
 
 __all__ = ["baseline", "check", "hint", "solution", "make_orders", "MAX_FRACTION", "TIMED_ORDERS"]
 
 #: the budget: at most this fraction of the baseline's allocator calls on an unseen input.
 MAX_FRACTION = 0.25
-#: orders in the budgeted and timed inputs.
+#: orders in the budgeted and timed inputs, about: each grading draws its size within ±25 % of this.
 TIMED_ORDERS = 300
 
 Report = list[tuple[str, str, int, int]]
-_DEFAULTS = {"discount_pct": 0, "gift_wrap": False, "note": ""}
+_DEFAULTS = types.MappingProxyType({"discount_pct": 0, "gift_wrap": False, "note": ""})  # read-only: the
+# baseline reads it, so a learner who grew it in place would slow the baseline down
 
 
 def baseline(orders: list[dict[str, Any]]) -> Report:
@@ -152,19 +163,8 @@ def _show(case: tuple[Any, ...]) -> str:
     return f"{len(orders)} orders, {lines} lines"
 
 
-def _describe(want: Any, got: Any) -> str:
-    if not isinstance(got, list):
-        return f"expected a list of (customer, sku, units, revenue_cents) tuples, got a {type(got).__name__}"
-    if len(got) != len(want):
-        return f"expected {len(want)} rows, got {len(got)}"
-    for i, (w, g) in enumerate(zip(want, got, strict=True)):
-        if w != g:
-            return f"row {i}: expected {w!r}, got {g!r}"
-    return "the rows differ in type (tuples of str, str, int, int expected)"
-
-
-def _cases(rng: random.Random) -> list[tuple[Any, ...]]:
-    seeds = [rng.randrange(2**31) for _ in range(6)]
+def _cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    seeds = [rng.randrange(2**31) for _ in range(8)]
     one = make_orders(seeds[0], 1, lines=(1, 1))
     no_lines = make_orders(seeds[1], 3)
     no_lines[1]["lines"] = []
@@ -175,36 +175,40 @@ def _cases(rng: random.Random) -> list[tuple[Any, ...]]:
             for c in ("bo", "ana") for s in ("b-1", "a-1")]  # equal revenue: the order is customer, then SKU
     missing = make_orders(seeds[3], 2)
     del missing[1]["lines"]  # KeyError, as the baseline raises
-    return [([],), (one,), (no_lines,), (same_person,), (ties,), (make_orders(seeds[4], 60),),
-            (make_orders(seeds[5], 200, skus=8),), (missing,)]
+    cases = [([],), (one,), (no_lines,), (same_person,), (ties,), (make_orders(seeds[4], rng.randint(40, 120)),),
+             (make_orders(seeds[5], band(rng, 200), skus=8),), (missing,),
+             *((make_orders(seeds[6 + i], band(rng, n, 0.1)),) for i in range(2))]  # the timed size, too
+    rng.shuffle(cases)
+    return cases
 
 
-def _input_kept(solution: Callable[..., Any], rng: random.Random) -> Item:
+def _input_kept(runner: Runner, solution: Callable[..., Any], rng: random.Random, n: int) -> Item:
     """The caller's orders must be left exactly as they were (the baseline copies before it cleans)."""
-    orders = make_orders(rng.randrange(2**31), 25)
+    orders = make_orders(rng.randrange(2**31), n)
     kept = copy.deepcopy(orders)
-    try:
-        solution(orders)
-    except Exception as e:  # the learner's code: report, never raise
-        return failed(f"your function raised {type(e).__name__}: {e}")
+    got = runner.call(solution, (orders,))
+    if got.error is not None:
+        return failed(f"your function raised {type(got.error).__name__}", criterion="correctness")
     if orders != kept:
         return failed("your function changed the orders it was given", "the caller's data is not yours to "
                       "clean in place", "compute the cleaned name and SKU into local variables instead of "
-                      "writing them back into the orders")
-    return passed("same answers as the baseline on every input, edge cases included; the caller's orders "
-                  "left unchanged")
+                      "writing them back into the orders", criterion="correctness")
+    return passed("same answers as the baseline on every input, edge cases and the timed size included; the "
+                  "caller's orders left unchanged", criterion="correctness")
 
 
-def _allocations(warm: tuple[Any, ...]) -> Callable[..., float]:
-    """The budget's meter: allocator calls of one call (memray census) after a warm-up call on ``warm``."""
-    from labkit.alloc import Census
+class _Allocations(Meter):
+    """The budget's meter: allocator calls of one call (a memray census), in the thread that runs it."""
 
-    def meter(fn: Callable[..., Any], *args: Any) -> float:
-        fn(*warm)
-        with Census() as census:
-            fn(*args)
-        return float(census.allocations or 0)
-    return meter
+    def __enter__(self) -> _Allocations:
+        from labkit.alloc import Census
+
+        self._census = Census().start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._census.stop()
+        self.amount = float(self._census.allocations or 0)
 
 
 EXERCISE = Exercise(
@@ -224,47 +228,53 @@ solution = EXERCISE.solution
 
 
 def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = None, *, rounds: int = 10,
-          seed: int | None = None, max_fraction: float = MAX_FRACTION, required_speedup: float = 2.0) -> CheckResult:
+          seed: int | None = None, max_fraction: float = MAX_FRACTION, required_speedup: float = 2.0,
+          save: bool = True) -> CheckResult:
     """Grade a faster, leaner ``top_sellers(orders)`` against the baseline.
 
     Args:
         solution: same signature and answer as :func:`baseline`.
-        experiment: your :class:`labkit.record.Experiment` (planned before the check); concluded with the
-            measured comparison and saved when the check gets that far.
-        rounds: interleaved A/B rounds for the speed check.
+        experiment: your :class:`labkit.record.Experiment` (planned before the check, required); concluded with
+            the measured comparison and saved.
+        rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         seed: reproduces a grading run (a new one is drawn each time by default).
-        max_fraction: allocator calls allowed, as a fraction of the baseline's on the same unseen input.
+        max_fraction: allocator calls allowed, as a fraction of the baseline's on the same new batch.
         required_speedup: how many times faster than the baseline the solution must be.
+        save: save the concluded experiment record.
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, the allocation budget, the speed-up, the prediction.
+        A :class:`labkit.check.CheckResult`: correctness, the prediction, the allocation budget, the speed-up
+        and the concluded prediction.
     """
     refused = not_callable(EXERCISE, solution)
     if refused is not None:
         return refused
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
-    cases = _cases(rng)
-    unseen, warm = (make_orders(rng.randrange(2**31)),), (make_orders(rng.randrange(2**31)),)
-    timed_base = rng.randrange(2**31)
+    n = band(rng, TIMED_ORDERS)
+    cases = _cases(rng, n)
+    unseen, warm, timed_base = rng.randrange(2**31), rng.randrange(2**31), rng.randrange(2**31)
 
-    def correct() -> Item:
-        item = same_answers(solution, baseline, cases, show=_show, describe=_describe)
-        return item if not item.ok else _input_kept(solution, rng)
+    with Runner() as runner:
+        def correct() -> Item:
+            item = answers(runner, solution, baseline, cases, show=_show)
+            return item if not item.ok else _input_kept(runner, solution, rng, n)
 
-    def within_budget() -> Item:
-        meter = _allocations(warm)
-        base = meter(baseline, *unseen)
-        return budget(solution, unseen, meter=meter, limit=int(max_fraction * base), unit="allocator calls",
-                      what=f"an unseen batch of {TIMED_ORDERS} orders", baseline_amount=base,
-                      hint="profile.memory(your_function, orders).top('count') shows which lines still "
-                           "allocate; copy nothing the report does not need")
+        def within_budget() -> Item:
+            return metered(runner, solution, baseline, lambda: (make_orders(unseen, n),), meter=_Allocations,
+                           unit="allocator calls", what=f"a batch of {n} orders generated for this call",
+                           max_fraction=max_fraction, warm=lambda: (make_orders(warm, n),),
+                           hint="profile.memory(your_function, orders).top('count') shows which lines still "
+                                "allocate; copy nothing the report does not need")
 
-    def fast() -> tuple[Item, ...]:
-        item = speed(baseline, solution, inputs=lambda k: (make_orders(timed_base + k),), rounds=rounds,
-                     required_speedup=required_speedup,
-                     what=f"{TIMED_ORDERS} orders, a new batch for every timed call")
-        return item, *concluded(experiment, item.detail)
+        def fast() -> tuple[Item, ...]:
+            item = timed(runner, baseline, solution, inputs=lambda k: (make_orders(timed_base + k, n),),
+                         required_speedup=required_speedup, rounds=rounds, rng=rng,
+                         what=f"{n} orders, a new batch for every timed call")
+            return item, prediction(experiment, item.detail, save=save)
 
-    result = EXERCISE.grade(correct, within_budget, fast)
+        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())

@@ -3,28 +3,41 @@
 ``GET /orders/{id}`` is answered today by :func:`baseline`: one query per line for the item, one per item for
 the product's name, one catalog call per item, and stdlib json. The learner writes
 ``my_order(conn, catalog, order_id) -> bytes`` — the same JSON body — and :func:`check` grades it in process,
-like lab 02's grader: their function, the small dataset, and an in-process catalog
-(:class:`labkit.toyshop.catalog.FakeCatalog`) whose every call sleeps ``catalog_delay_ms`` — an **emulated**
-round trip. In order:
+like lab 02's grader: their function gets **its own** SQLite connection to the small dataset and **its own**
+catalog client (``get``, ``get_many``, ``get_each``: the catalog's read API, nothing behind it), whose every
+call sleeps ``catalog_delay_ms`` — an **emulated** round trip. The grader's baseline reads the same products
+through a client of its own. In order:
 
-1. **correctness** — the decoded body equals the baseline's on orders drawn fresh for this run (one item, the
-   most items, several others) and raises the same ``NotFoundError`` for an unknown order; and the answer is
-   *live*: after the grader changes a product in the catalog, the next answer shows the change (an answer
-   or a product kept from an earlier call is stale data, not a fix);
-2. **the latency budget** — the floor is one catalog round trip (no handler can answer without asking the
-   catalog once), measured now, interleaved with your handler on orders it never saw: your handler may take
-   at most ``limit_x`` times the floor; and it must ask the catalog at least once (no work is not a fix);
-3. **speed** — ``labkit.compare`` against the baseline on fresh orders: ``faster`` by ``required_speedup``;
-4. **the prediction** — your experiment record, concluded with the measured ratio.
+1. **correctness** — the decoded body (exactly ``bytes``, compared by :func:`labkit.exact.difference`) equals the
+   baseline's on orders drawn for this run (one item, the most items, several of the timed kind) and the same
+   ``NotFoundError`` for an unknown order; products changed in the catalog before anything is graded, so a
+   body precomputed from the dataset is stale from the start;
+2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+3. **live** — then, **after your function has been handed over and has answered**, the grader changes
+   several products (chosen then, with :mod:`secrets`: among those it has already seen and those still to
+   come) and asks again: every answer after the change must show it — and so must every later answer, in
+   every phase (an answer or a product kept from an earlier call is stale data, not a fix);
+4. **the catalog asked** — on a new order, your call must ask the catalog (counted inside your own client,
+   where your code cannot unhook it), the answer checked;
+5. **the latency budget** — after another round of changes, the floor is one catalog round trip (no handler
+   can answer without asking once), measured now, interleaved with your handler on orders of 5+ items: your
+   handler may take at most ``limit_x`` times the floor, every answer checked;
+6. **speed** — ``labkit.compare`` against the baseline on fresh orders, every answer checked: ``faster`` by
+   ``required_speedup``; then your experiment, concluded with the measured ratio (judged on the effect).
+
+Every call of your function goes through one :class:`labkit.check.Runner`, and the module is sealed at import
+(:mod:`labkit.check`'s threat model).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import secrets
 import sqlite3
 import statistics
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -32,15 +45,25 @@ from labkit.check import (
     CheckResult,
     Exercise,
     Item,
-    concluded,
+    Meter,
+    Runner,
+    answers,
+    band,
+    difference,
     failed,
     fresh_seed,
+    metered,
     not_callable,
     passed,
-    same_answers,
-    speed,
+    planned,
+    prediction,
+    seal,
+    timed,
 )
+from labkit.comparison import compare as _compare
+from labkit.exact import kind
 from labkit.record import Experiment
+from labkit.runner import CLOCK as _CLOCK
 from labkit.toyshop.db import NotFoundError
 
 __all__ = ["baseline", "check", "hint", "solution", "LIMIT_X", "load_orders"]
@@ -107,15 +130,15 @@ solution = EXERCISE.solution
 
 
 @lru_cache(maxsize=1)
-def _orders(size: str) -> tuple[Any, dict[int, tuple[int, ...]]]:
+def _orders(size: str) -> tuple[Any, Mapping[int, tuple[int, ...]]]:
     """The dataset's connection and every order's product ids, in line order."""
     from labkit.toyshop import dataset, db
 
-    conn = db.connect(dataset.ensure(size, quiet=True))
+    conn = db.connect(dataset.ensure(size, quiet=True), check_same_thread=False)  # graded calls run in a worker
     lines: dict[int, list[int]] = {}
     for oid, pid in conn.execute("SELECT order_id, product_id FROM order_items ORDER BY order_id, line_no"):
         lines.setdefault(oid, []).append(pid)
-    return conn, {o: tuple(p) for o, p in lines.items()}
+    return conn, types.MappingProxyType({o: tuple(p) for o, p in lines.items()})  # read-only: graded from it
 
 
 def load_orders(size: str = "small") -> dict[int, tuple[int, ...]]:
@@ -123,30 +146,64 @@ def load_orders(size: str = "small") -> dict[int, tuple[int, ...]]:
     return dict(_orders(size)[1])
 
 
-def _decoded(body: Any) -> Any:
-    if not isinstance(body, bytes | bytearray | memoryview):
-        raise TypeError(f"return the response body as bytes (JSON), got a {type(body).__name__}")
-    return json.loads(bytes(body))
-
-
-def _diff(want: Any, got: Any) -> str:
+def _differ(want: Any, got: Any) -> str | None:
+    """Where your body differs from the baseline's (exactly ``bytes``, decoded by the grader), or None."""
+    if type(got) is not bytes:
+        return f"return the response body as bytes (JSON, exactly bytes), got {kind(got)}"
     try:
-        mine = _decoded(got)
-    except (TypeError, ValueError) as e:
+        mine = json.loads(got)
+    except ValueError as e:
         return f"cannot read your body as JSON: {type(e).__name__}: {str(e)[:100]}"
-    need = _decoded(want)
-    if not isinstance(mine, dict) or set(mine) != set(need):
-        return f"keys {sorted(mine) if isinstance(mine, dict) else type(mine).__name__}, expected {sorted(need)}"
-    for key in need:
-        if key != "items" and need[key] != mine[key]:
-            return f"[{key!r}]: expected {need[key]!r}, got {mine[key]!r}"
-    if len(need["items"]) != len(mine["items"]):
-        return f"expected {len(need['items'])} items, got {len(mine['items'])}"
-    for n, (a, b) in enumerate(zip(need["items"], mine["items"], strict=True)):
-        if a != b:
-            where = next((k for k in a if a[k] != (b or {}).get(k)), "?")
-            return f"['items'][{n}][{where!r}]: expected {str(a.get(where))[:80]}, got {str((b or {}).get(where))[:80]}"
-    return "the bodies differ"
+    return difference(json.loads(want), mine, "the body")
+
+
+def _client(fake: Any) -> Any:
+    """The learner's catalog client: the catalog's read API over ``fake``, and nothing else to reach."""
+    class CatalogClient:
+        __slots__ = ()
+
+        def get(self, product_id: int) -> dict[str, Any] | None:
+            """One product's details (None if the catalog does not know it): one round trip."""
+            return fake.get(product_id)
+
+        def get_many(self, product_ids: Any) -> dict[int, dict[str, Any]]:
+            """Details of each distinct id, in one round trip per 50 ids."""
+            return fake.get_many(product_ids)
+
+        def get_each(self, product_ids: Any) -> dict[int, dict[str, Any]]:
+            """Details of each id, one round trip each."""
+            return fake.get_each(product_ids)
+
+        def __repr__(self) -> str:
+            return "CatalogClient(get, get_many, get_each)"
+
+    return CatalogClient()
+
+
+class _CatalogCalls(Meter):
+    """Round trips a call made (counted by the catalogs behind the clients, after each round trip): yours on
+    your client, the baseline's on the grader's."""
+
+    def __init__(self, *observers: list[Any]) -> None:
+        self._observers, self.amount = observers, 0.0
+
+    def __enter__(self) -> _CatalogCalls:
+        for o in self._observers:
+            o.append(self._count)
+        return self
+
+    def _count(self, method: str, url: str, ns: int) -> None:
+        self.amount += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        for o in self._observers:
+            o.remove(self._count)
+
+
+def _change(catalog: Any, products: list[int], rng: Any) -> None:
+    for pid in products:
+        catalog.update(pid, {"stock": rng.randrange(10**6), "price_cents": rng.randrange(100, 10**6),
+                             "warehouse": f"WH-{rng.randint(1, 60)}"})
 
 
 def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment: Experiment | None = None, *,
@@ -156,96 +213,139 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
 
     Args:
         my_order: ``my_order(conn, catalog, order_id) -> bytes``, the JSON body of ``/orders/{order_id}``.
-        experiment: your :class:`labkit.record.Experiment` (with a predicted ratio), concluded with the measured
-            speed ratio.
-        rounds: interleaved rounds of the budget and of the speed comparison.
+        experiment: your :class:`labkit.record.Experiment` (planned before the check, with a predicted ratio:
+            required), concluded with the measured speed ratio.
+        rounds: interleaved rounds of the budget and of the speed comparison (a few more drawn per grading).
         limit_x: the budget, in catalog round trips (the floor) measured in this run.
         required_speedup: how many times faster than the baseline your handler must be.
         catalog_delay_ms: the in-process catalog's emulated round trip per call.
-        cases: fresh orders in the correctness pass, besides the edge cases.
+        cases: about this many fresh orders of 5+ items in the correctness pass, besides the edge cases.
         size: the dataset.
         save: save the concluded experiment record.
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
-    from labkit.comparison import compare
     from labkit.toyshop.catalog import FakeCatalog
     from labkit.toyshop.dataset import ensure
+    from labkit.toyshop.db import connect
 
     refused = not_callable(EXERCISE, my_order)
     if refused is not None:
         return refused
-    if experiment is not None and (not isinstance(experiment, Experiment) or experiment.predicted_ratio is None):
-        return EXERCISE.refuse("experiment= takes the Experiment.plan(...) you wrote, with a predicted_ratio")
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
     conn, orders = _orders(size)
-    catalog = FakeCatalog.from_db(ensure(size, quiet=True), delay_ms=catalog_delay_ms)  # fresh: its writes stay here
+    path = ensure(size, quiet=True)
+    grader = FakeCatalog.from_db(path, delay_ms=catalog_delay_ms)  # fresh: its writes stay in this grading
+    theirs = FakeCatalog({}, delay_ms=catalog_delay_ms)  # the learner's: the same products, its own observers
+    theirs.store, theirs._encoded = grader.store, grader._encoded
+    their_conn, their_client = connect(path, check_same_thread=False), _client(theirs)
     by_items: dict[int, list[int]] = {}
     for oid, pids in orders.items():
         by_items.setdefault(len(pids), []).append(oid)
     many = sorted(o for n, ids in by_items.items() if n >= 5 for o in ids)
     rng.shuffle(many)
     most = max(by_items)
-    graded = [rng.choice(by_items[1]), rng.choice(by_items[most]), *many[:cases]]
-    live, budgeted, timed = many[cases], many[cases + 1:cases + 1 + 4 * rounds], many[cases + 1 + 4 * rounds:]
-    show = lambda c: f"order {c[2]} ({len(orders.get(c[2], ()))} items)"  # noqa: E731
+    n_graded = band(rng, cases, 0.4)
+    graded = [rng.choice(by_items[1]), rng.choice(by_items[most]), *many[:n_graded]]
+    rng.shuffle(graded)
+    rest = many[n_graded:]
+    metered_order, budgeted, timed_orders = rest[0], rest[1:1 + 4 * rounds], rest[1 + 4 * rounds:]
+    # changed before anything is graded: one product of every graded order and thirty more of the orders to come
+    _change(grader, sorted({rng.choice(orders[o]) for o in graded} |
+                           set(rng.sample(sorted({p for o in rest[:60] for p in orders[o]}), 30))), rng)
+    show = lambda c: f"order {c[0]} ({len(orders.get(c[0], ()))} items)"  # noqa: E731
 
-    def correct() -> Item:
-        item = same_answers(my_order, baseline, [(conn, catalog, o) for o in (*graded, _UNKNOWN)], copy=False,
-                            same=lambda a, b: _decoded(a) == _decoded(b), describe=_diff, show=show)
-        return item if not item.ok else passed(f"same body as the baseline on {len(graded)} orders drawn for this "
-                                               "run, NotFoundError for an unknown one")
+    def yours(order_id: int) -> Any:
+        return my_order(their_conn, their_client, order_id)
 
-    def current() -> Item:
-        try:
-            my_order(conn, catalog, live)  # whatever it may keep, it has now seen this order
-        except Exception as e:  # the learner's code: reported, not raised
-            return failed(f"on order {live}: your function raised {type(e).__name__}: {e}")
-        pid = orders[live][0]
-        catalog.update(pid, {"stock": 1_000_000 + rng.randrange(10**6)})
-        item = same_answers(my_order, baseline, [(conn, catalog, live)], copy=False,
-                            same=lambda a, b: _decoded(a) == _decoded(b), describe=_diff,
-                            show=lambda c: f"order {live} after product {pid}'s stock changed in the catalog")
-        if item.ok:
-            return passed(f"live: after product {pid} changed in the catalog, order {live}'s answer shows it")
-        return failed(item.message, "your answer is stale", "ask the catalog on every call; keep nothing between calls")
+    def base(order_id: int) -> bytes:
+        return baseline(conn, grader, order_id)
 
-    def within_budget() -> Item:
-        first = {o: orders[o][0] for o in budgeted}
-        calls: list[str] = []
-        catalog.observers.append(lambda m, url, d: calls.append(url))
-        try:
-            my_order(conn, catalog, budgeted[0])
-        except Exception as e:
-            return failed(f"on order {budgeted[0]}: your function raised {type(e).__name__}: {e}")
-        finally:
-            catalog.observers.clear()
-        if not calls:
-            return failed(f"order {budgeted[0]}, never seen before: answered without asking the catalog",
-                          "that answer came from something kept, not from the catalog",
-                          "ask the catalog on every call (one get_many for all the items)")
+    with Runner() as runner:
+        def correct() -> Item:
+            item = answers(runner, yours, base, [(o,) for o in (*graded, _UNKNOWN)], copy=False, differ=_differ,
+                           show=show)
+            return item if not item.ok else passed(f"same body as the baseline on {len(graded)} orders drawn for "
+                                                   "this run, NotFoundError for an unknown one",
+                                                   criterion="correctness")
 
-        def floor(conn: Any, cat: Any, oid: int) -> Any:
-            return cat.get_many([first[oid]])  # one round trip: the least any handler must wait for
-        floor.__name__ = "one catalog round trip"
-        try:
-            c = compare(floor, my_order, inputs=lambda k: (conn, catalog, budgeted[k % len(budgeted)]),
-                        rounds=rounds, max_rounds=rounds, names=("one catalog round trip", "yours"))
-        except Exception as e:
-            return failed(f"timing your function: it raised {type(e).__name__}: {e}")
-        x = c.ratio
-        what = (f"orders of 5+ items never graded before: {x:.2f}× one catalog round trip "
-                f"({statistics.median(c.baseline_ns) / 1e3:.0f} µs, measured now)")
-        if x > limit_x:
-            return failed(what, f"over the budget of {limit_x:g}×: {x / limit_x:.1f} times what it allows",
-                          "count the round trips and queries per order (hint 1): the budget leaves room for one",
-                          detail=c)
-        return passed(f"{what}, within the budget of {limit_x:g}×", detail=c)
+        def live() -> Item:
+            sure = secrets.SystemRandom()  # chosen now, after your function has answered: no seed tells them
+            again = sure.sample(graded, min(4, len(graded)))
+            ahead = sure.sample(budgeted, 4)
+            changed = sorted({sure.choice(orders[o]) for o in (*again, *ahead)})
+            _change(grader, changed, sure)
+            item = answers(runner, yours, base, [(o,) for o in (*again, *ahead)], copy=False, differ=_differ,
+                           show=lambda c: f"order {c[0]} after {len(changed)} of its products changed in the "
+                                          "catalog")
+            if item.ok:
+                return passed(f"live: after {len(changed)} products changed in the catalog, all {len(again) + 4} "
+                              "answers show it", criterion="correctness")
+            return failed(item.message, "your answer is stale", "ask the catalog on every call; keep nothing "
+                          "between calls", criterion="correctness")
 
-    def fast_then_concluded() -> tuple[Item, ...]:
-        item = speed(baseline, my_order, inputs=lambda k: (conn, catalog, timed[k % len(timed)]),
-                     required_speedup=required_speedup, rounds=rounds, what="fresh orders of 5+ items")
-        return item, *concluded(experiment, item.detail, save=save)
+        def asked() -> Item:
+            return metered(runner, yours, base, lambda: (metered_order,), meter=lambda: _CatalogCalls(grader.observers, theirs.observers),
+                           unit="catalog round trips", what=f"order {metered_order}, never asked before",
+                           max_fraction=1.0, differ=_differ, hint="ask the catalog on every call (one get_many for all the items)")
 
-    result = EXERCISE.grade(correct, current, within_budget, fast_then_concluded)
+        def within_budget() -> Item:
+            _change(grader, sorted({secrets.choice(orders[o]) for o in budgeted}), secrets.SystemRandom())
+            first = {o: orders[o][0] for o in budgeted}
+            got: dict[int, Any] = {}
+            current, lost = [0], [0]
+
+            def clock() -> int:
+                return _CLOCK() - lost[0]
+
+            def floor(oid: int) -> Any:
+                return grader.get_many([first[oid]])  # one round trip: the least any handler must wait for
+
+            def side(fn: Callable[..., Any], keep: bool) -> Callable[..., None]:
+                def call(oid: int) -> None:
+                    t0 = _CLOCK()
+                    out = runner.call(fn, (oid,))
+                    lost[0] += (_CLOCK() - t0) - out.ns
+                    if out.error is not None:
+                        raise RuntimeError(f"on order {oid}: your function raised {type(out.error).__name__}")
+                    if keep:
+                        got[oid] = out.value
+                return call
+
+            def inputs(k: int) -> tuple[int]:
+                current[0] = budgeted[k % len(budgeted)]
+                return (current[0],)
+
+            n = rounds + rng.randrange(0, max(2, rounds // 2 + 1))
+            try:
+                c = _compare(side(floor, False), side(yours, True), inputs=inputs, rounds=n, max_rounds=n,
+                             names=("one catalog round trip", "yours"), warmup=rng.randint(1, 3), clock=clock)
+            except Exception as e:  # the learner's call raised, or its answer broke the comparison
+                return failed(f"timing your function against the floor: {type(e).__name__}: {str(e)[:160]}",
+                              criterion="budget")
+            for oid, body in got.items():
+                if (where := _differ(base(oid), body)) is not None:
+                    return failed(f"wrong answer on order {oid}, timed against the floor", where,
+                                  "every answer counts, timed or not", criterion="budget")
+            x = c.ratio
+            what = (f"orders of 5+ items: {x:.2f}× one catalog round trip "
+                    f"({statistics.median(c.baseline_ns) / 1e3:.0f} µs, measured now), {len(got)} answers checked")
+            if x > limit_x:
+                return failed(what, f"over the budget of {limit_x:g}×: {x / limit_x:.1f} times what it allows",
+                              "count the round trips and queries per order (hint 1): the budget leaves room for one",
+                              detail=c, criterion="budget")
+            return passed(f"{what}, within the budget of {limit_x:g}×", detail=c, criterion="budget")
+
+        def fast_then_concluded() -> tuple[Item, ...]:
+            item = timed(runner, base, yours, inputs=lambda k: (timed_orders[k % len(timed_orders)],),
+                         required_speedup=required_speedup, rounds=rounds, rng=rng, what="fresh orders of 5+ items",
+                         differ=_differ)
+            return item, prediction(experiment, item.detail, save=save)
+
+        result = EXERCISE.grade(correct, lambda: planned(experiment), live, asked, within_budget,
+                                fast_then_concluded)
+    their_conn.close()
     return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())

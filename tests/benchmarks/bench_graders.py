@@ -49,7 +49,8 @@ def main() -> int:
         secs: list[float] = []
         for _ in range(a.times):
             t0 = time.perf_counter()
-            for v in run_cases(cases["grade"], cases["reference"], cases["baseline"], cases["wrong"], cases["cheats"]):
+            for v in run_cases(cases["grade"], cases["reference"], cases["baseline"], cases["wrong"], cases["cheats"],
+                                 cases.get("experiment")):
                 tally.setdefault(v.case, []).append(v.passed)
                 if v.passed != (v.case == "reference"):
                     print(f"  {name} {v.case}: unexpected {'pass' if v.passed else 'fail'}:\n{v.grade}")

@@ -1,0 +1,269 @@
+"""The grader kit itself (labkit.check): exact comparison, one code path for every call, meters, the prediction,
+sealing — and a toy exercise built on it, graded against every generic cheat of tests/graderkit.py."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+from graderkit import assert_grader, hard_coded, mutating, run_cases, standard_cheats
+
+import labkit.check as kit
+from labkit.check import Meter, Runner, difference
+from labkit.comparison import compare
+from labkit.record import Experiment
+
+# ---- difference: exact types, compared by the kit -------------------------------------------------------------
+
+class _AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+
+def test_difference_needs_the_exact_type_at_every_node():
+    assert difference([1, "a", (2.5, None)], [1, "a", (2.5, None)]) is None
+    assert difference([1], [True]) == "the answer[0]: expected type int, got type bool"
+    assert difference(3.0, 3) == "the answer: expected type float, got type int"
+    assert difference({"a": 1}, {"a": 1.0}) == "the answer['a']: expected type int, got type float"
+    assert "got type test_check._AlwaysEqual" in difference({"a": 1}, {"a": _AlwaysEqual()})
+    assert difference({1: "x"}, {True: "x"}) == "the answer: unexpected key True"
+
+    class MyList(list):
+        pass
+
+    class MyBytes(bytes):
+        def __len__(self):
+            return 0
+
+    assert difference([1], MyList([1])) == "the answer: expected type list, got type test_check.MyList"
+    assert "got type test_check.MyBytes" in difference(b"ab", MyBytes(b"ab"))
+
+
+def test_difference_on_containers_arrays_and_floats():
+    assert difference({"a": 1, "b": 2}, {"b": 2, "a": 1}) is None
+    assert difference({"a": 1, "b": 2}, {"b": 2, "a": 1}, ordered=True).startswith("the answer: the keys must come")
+    assert difference({"a": 1}, {}) == "the answer: missing key 'a'"
+    assert difference([1, 2], [1]) == "the answer: expected 2 entries, got 1"
+    assert difference({1, 2}, {1, 2}) is None and difference({1}, {True}) is not None
+    assert difference(0.1 + 0.2, 0.3) is not None and difference(0.1 + 0.2, 0.3, rel=1e-12) is None
+    assert difference(float("nan"), float("nan")) is None
+    a = np.arange(6).reshape(2, 3)
+    assert difference(a, a.copy()) is None
+    assert difference(a, a.astype(float)) == "the answer: expected dtype int64, got float64"
+    b = a.copy()
+    b[1, 2] = 9
+    assert difference(a, b) == "the answer[1, 2]: expected np.int64(5), got np.int64(9)"
+    assert difference(a, a.reshape(3, 2)) == "the answer: expected shape (2, 3), got (3, 2)"
+    assert "an array of Python objects" in difference(a, np.array([[1, 2, 3], [4, 5, 6]], dtype=object))
+    assert difference(a, a.view(type("Sub", (np.ndarray,), {}))).startswith("the answer: expected type numpy.ndarray")
+
+
+# ---- the runner: one code path, errors as values ---------------------------------------------------------------
+
+def test_every_call_runs_in_one_worker_thread_through_the_same_frames():
+    stacks = []
+
+    def probe(x):
+        f, names = sys._getframe(1), []
+        while f is not None:
+            names.append((f.f_code.co_name, f.f_lineno))
+            f = f.f_back
+        stacks.append((threading.current_thread().name, tuple(names)))
+        return x
+
+    class Counting(Meter):
+        def __exit__(self, *exc):
+            self.amount = 1.0
+
+    with Runner() as r:
+        assert r.call(probe, (1,)).value == 1
+        m = Counting()
+        assert r.call(probe, (2,), m).value == 2 and m.amount == 1.0
+        bad = r.call(lambda: 1 / 0, ())
+        assert bad.value is None and isinstance(bad.error, ZeroDivisionError)
+        assert isinstance(r.call(lambda: sys.exit(2), ()).error, SystemExit)  # never raised at the grader
+    assert stacks[0] == stacks[1] and stacks[0][0] == "labkit-graded-calls"
+    assert [n for n, _ in stacks[0][1][:2]] == ["_timed", "_serve"]
+
+
+def test_band_draws_a_size_around_n():
+    rng = random.Random(1)
+    sizes = {kit.band(rng, 1000, 0.2) for _ in range(200)}
+    assert min(sizes) >= 800 and max(sizes) <= 1200 and len(sizes) > 50
+
+
+# ---- the prediction -------------------------------------------------------------------------------------------
+
+def test_the_prediction_is_required_and_says_what_to_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
+    none = kit.planned(None)
+    assert not none.ok and none.criterion == "prediction" and "Experiment.plan(" in none.message
+    assert not kit.planned("0.5").ok and "must be a labkit Experiment" in kit.planned("0.5").message
+    no_ratio = Experiment.plan("x", "the hypothesis in a sentence")
+    assert "no predicted ratio" in kit.planned(no_ratio).message
+    todo = Experiment.plan("x", "TODO: what will you change", predicted_ratio=0.5)
+    assert "template" in kit.planned(todo).message
+    c = compare([1e6 * (1 + 0.01 * (i % 7)) for i in range(60)], [0.46e6 * (1 + 0.01 * (i % 5)) for i in range(60)])
+    item = kit.prediction(Experiment.plan("x", "halving the work halves the time", predicted_ratio=0.5), c)
+    assert item.ok and "confirmed" in item.message and "predicted saving 50%" in item.message and "saved to" in item.message
+    off = kit.prediction(Experiment.plan("x", "a small tweak saves a tenth", predicted_ratio=0.9), c, save=False)
+    assert off.ok and "refuted" in off.message  # a refuted prediction is a result: it passes, shown as such
+    assert not kit.prediction(None, c).ok
+
+
+# ---- sealing --------------------------------------------------------------------------------------------------
+
+def test_seal_keeps_what_a_module_runs_from_later_rebinding():
+    mod = types.ModuleType("sealed_demo")
+    exec("def helper():\n    return 'real'\n\ndef run():\n    return helper()\n", mod.__dict__)
+    kit.seal(mod.__dict__)
+    mod.helper = lambda: "fake"
+    assert mod.run() == "real"
+    mod.run.__code__ = (lambda: "swapped").__code__  # the public copy changes, not the grader's
+    assert mod.__dict__["run"]() == "swapped"
+
+
+# ---- a toy exercise on the kit, against every generic cheat ----------------------------------------------------
+
+_TOY = """
+import random
+import sys
+
+from labkit.check import Exercise, Meter, Runner, answers, band, fresh_seed, metered, planned, prediction, seal, timed
+
+
+def baseline(items):
+    seen = []
+    for x in items:
+        if x not in seen:
+            seen.append(x)
+    return seen
+
+
+def _reference(items):
+    return list(dict.fromkeys(items))
+
+
+def make(n, seed):
+    rng = random.Random(seed)
+    return [rng.randrange(n // 2) for _ in range(n)]
+
+
+class Lines(Meter):
+    # Python line events of the call, in the worker thread (what lab 04 meters)
+    def __enter__(self):
+        self.amount, self._before = 0.0, sys.gettrace()
+
+        def trace(frame, event, arg):
+            if event == "line":
+                self.amount += 1
+            return trace
+        self._trace = trace
+        sys.settrace(trace)
+        return self
+
+    def __exit__(self, *exc):
+        unhooked = sys.gettrace() is not self._trace
+        sys.settrace(self._before)
+        if unhooked:
+            raise RuntimeError("the line meter was unhooked during the call (sys.settrace)")
+
+
+EXERCISE = Exercise("toy", ("a", "b", "c"), _reference)
+
+
+def check(solution, experiment=None, seed=None):
+    seed = fresh_seed() if seed is None else seed
+    rng = random.Random(seed)
+    n = band(rng, 1500, 0.2)
+    cases = [([],), ([1],), ([3, 1, 3, 2, 1],), ([0, 0.0, False, 1, True],),
+             *((make(rng.randrange(20, 300), rng.randrange(2**31)),) for _ in range(rng.randint(2, 4))),
+             (make(n, rng.randrange(2**31)),)]
+    unseen, base = rng.randrange(2**31), rng.randrange(2**31)
+    with Runner() as runner:
+        def fast():
+            item = timed(runner, baseline, solution, inputs=lambda k: (make(n, base + k),), required_speedup=2.0,
+                         rounds=6, rng=rng, what="toy")
+            return item, prediction(experiment, item.detail, save=False)
+        return EXERCISE.grade(
+            lambda: answers(runner, solution, baseline, cases),
+            lambda: planned(experiment),
+            lambda: metered(runner, solution, baseline, lambda: (make(n, unseen),), meter=Lines, unit="lines",
+                            what="an unseen input", max_fraction=0.5, floor=0),
+            fast)
+
+
+_SEALED = seal(globals())
+"""
+toy = types.ModuleType("toy_exercise")
+exec(compile(_TOY, "toy_exercise.py", "exec"), toy.__dict__)
+baseline = toy.baseline
+
+
+def reference(items):
+    return list(dict.fromkeys(items))
+
+
+def wrong(items):
+    return sorted(set(items))
+
+
+GRADER_CASES = {
+    "grade": lambda fn, experiment: toy.check(fn, experiment),
+    "experiment": lambda: Experiment.plan("dict for membership", "a dict lookup replaces the list scan: "
+                                          "O(n) instead of O(n²), far faster at 1,500 items", predicted_ratio=0.05),
+    "reference": reference, "baseline": baseline, "wrong": wrong,
+    "cheats": {**standard_cheats(baseline, toy, wrong=wrong, size=lambda items: len(items), at_least=1000,
+                                  honest_calls=8),
+               "hard-coded": hard_coded(baseline, [([3, 1, 3, 2, 1],)]),
+               "walks around the meter": mutating(baseline, lambda items: sys.settrace(None))},
+}
+
+
+def test_the_toy_grader_passes_the_reference_and_fails_every_generic_cheat():
+    assert_grader(**GRADER_CASES)
+
+
+def test_nothing_the_cheats_patch_is_left_patched():
+    import time
+
+    import labkit
+
+    compare_module = sys.modules["labkit.compare"]
+    before = (compare_module.compare, labkit.compare, time.perf_counter_ns, kit.timed, toy.baseline.__code__)
+    run_cases(GRADER_CASES["grade"], reference, baseline, wrong,
+              {k: v for k, v in GRADER_CASES["cheats"].items() if "tamper" in k or "code" in k},
+              GRADER_CASES["experiment"])
+    assert (compare_module.compare, labkit.compare, time.perf_counter_ns, kit.timed, toy.baseline.__code__) == before
+
+
+@pytest.mark.parametrize("name", ["malformed: None", "malformed: raising dunders", "malformed: contains itself",
+                                  "malformed: unprintable error", "malformed: SystemExit"])
+def test_a_malformed_answer_is_a_failed_item_never_a_crash(name):
+    result = toy.check(GRADER_CASES["cheats"][name], GRADER_CASES["experiment"]())
+    assert not result.passed and result.items[-1].criterion == "correctness"
+
+
+def test_the_timed_and_the_metered_answers_are_checked_too():
+    rng = random.Random(3)
+    calls = [0]
+
+    def sometimes_wrong(items):
+        calls[0] += 1
+        out = reference(items)
+        return out[::-1] if calls[0] % 4 == 0 else out  # fast, and wrong on one timed call in four
+
+    with Runner() as runner:
+        item = kit.timed(runner, baseline, sometimes_wrong, inputs=lambda k: (toy.make(1200, k),),
+                         required_speedup=2.0, rounds=6, rng=rng)
+        assert not item.ok and item.criterion == "speed" and "wrong answer on a timed call" in item.message
+        bad = kit.metered(runner, wrong, baseline, lambda: (toy.make(1200, 99),), meter=toy.Lines, unit="lines",
+                          what="an unseen input", max_fraction=0.5, floor=0)
+        assert not bad.ok and "wrong answer on an unseen input (the metered call)" in bad.message
+        little = kit.metered(runner, reference, baseline, lambda: (toy.make(1200, 98),), meter=toy.Lines,
+                             unit="lines", what="an unseen input", floor=0.01)
+        assert not little.ok and "less than 1.0% of the baseline's work" in little.message
