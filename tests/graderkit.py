@@ -356,7 +356,7 @@ def tampering_labkit(honest: Callable[..., Any]) -> Callable[..., Any]:
     import labkit
     import labkit.check
 
-    compare_module = sys.modules["labkit.compare"]  # `labkit.compare` is the function, re-exported
+    compare_module = sys.modules["labkit.comparison"]  # `labkit.compare` is the function, re-exported
     real_ns, credit, inside = time.perf_counter_ns, [0], [0]
 
     def slow_clock_ns() -> int:

@@ -233,7 +233,7 @@ def test_nothing_the_cheats_patch_is_left_patched():
 
     import labkit
 
-    compare_module = sys.modules["labkit.compare"]
+    compare_module = sys.modules["labkit.comparison"]
     before = (compare_module.compare, labkit.compare, time.perf_counter_ns, kit.timed, toy.baseline.__code__)
     run_cases(GRADER_CASES["grade"], reference, baseline, wrong,
               {k: v for k, v in GRADER_CASES["cheats"].items() if "tamper" in k or "code" in k},
