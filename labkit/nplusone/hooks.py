@@ -5,6 +5,7 @@
   wrapper*, Django's documented hook around every SQL statement its cursors send ("Database instrumentation"
   in Django's docs). It costs one Python call per statement, where the plain-``sqlite3`` tap under Django's
   connection would run a trace callback per statement and a progress handler every few SQLite instructions.
+  ``tests/benchmarks/bench_nplusone.py`` (part 3) prints both against django-zeal on zeal's own workload.
 
 Both time the DBAPI ``execute`` only, not the fetch of rows (the ORM fetches right after). Django keeps one
 connection per thread: the wrapper is installed on the calling thread's, so queries sent from other threads
