@@ -77,13 +77,13 @@ def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_thei
     assert "naive · napkin" in charts.to_svg(labkit.latency.napkin_chart(stages))
     calls = pd.DataFrame([{"variant": v, "start_ms": i, "end_ms": i + 0.5, "kind": "sql"} for v, n in
                           (("naive", 30), ("batched", 3)) for i in range(n)])
-    svg = charts.to_svg(charts.waterfall_chart(calls))
+    svg = charts.to_svg(labkit.nplusone.calls_chart(calls))
     assert "naive: 30 calls" in svg and "batched: 3 calls" in svg
     sweep = pd.DataFrame([{"delay_ms": d, "variant": "naive", "ms": 1 + d, "kind": k} for d in (0, 1)
                           for k in ("measured", "napkin")])
-    assert "dashed: napkin" in charts.to_svg(charts.distance_chart(sweep))
-    for build in (lambda f: charts.loglog_chart(f, x="pieces"), labkit.latency.napkin_chart, charts.waterfall_chart,
-                  charts.distance_chart):
+    assert "dashed: napkin" in charts.to_svg(labkit.nplusone.distance_chart(sweep))
+    for build in (lambda f: charts.loglog_chart(f, x="pieces"), labkit.latency.napkin_chart, labkit.nplusone.calls_chart,
+                  labkit.nplusone.distance_chart):
         with pytest.raises(BadInputError, match="needs columns"):
             build(pd.DataFrame({"x": [1]}))
 

@@ -8,14 +8,21 @@ them by shape, and point at the shapes one line sends once per item.
 
 Modules: ``shapes`` (normalisation), ``taps`` (how each target is listened to and timed; ``hooks`` for
 SQLAlchemy's and Django's own hooks), ``recorder``
-(``watch``), ``report`` (the value), ``render`` (text/HTML), ``budget`` (assertions for tests),
+(``watch``), ``report`` (the value), ``render`` (text/HTML, and lab 02's charts: ``calls_chart`` …), ``budget`` (assertions for tests),
 ``sites`` (call sites), ``pytest_plugin`` (the ``query_budget`` fixture). The keep-alive client that times
 requests and reads their Server-Timing is ``labkit.client.Endpoint``.
 """
 
 from labkit.nplusone.budget import QueryBudgetExceeded, assert_max_queries, check_budget
 from labkit.nplusone.recorder import Watch, watch
-from labkit.nplusone.render import render_html, render_text
+from labkit.nplusone.render import (
+    calls_chart,
+    distance_chart,
+    latency_vs_items_chart,
+    queries_vs_items_chart,
+    render_html,
+    render_text,
+)
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, ShapeStats
 from labkit.nplusone.shapes import normalise_sql, normalise_url
 
@@ -27,9 +34,13 @@ __all__ = [
     "ShapeStats",
     "Watch",
     "assert_max_queries",
+    "calls_chart",
     "check_budget",
+    "distance_chart",
+    "latency_vs_items_chart",
     "normalise_sql",
     "normalise_url",
+    "queries_vs_items_chart",
     "render_html",
     "render_text",
     "watch",
