@@ -46,8 +46,7 @@ budget): nothing pays for it, because every answer is checked on inputs made for
 also read the hints' answer; the grader is a teacher, not a sandbox.
 
 Inputs are drawn from :func:`fresh_seed`, a new seed per grading run (shown in the result). Every failed item
-reads the same way: what failed — by how much. Try: what to do. The older one-call helpers
-(:func:`same_answers`, :func:`budget`, :func:`speed`, :func:`concluded`) stay for graders not yet on the kit.
+reads the same way: what failed — by how much. Try: what to do.
 """
 
 from __future__ import annotations
@@ -55,7 +54,6 @@ from __future__ import annotations
 import copy as _copy
 import inspect
 import math
-import operator
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -70,9 +68,9 @@ from labkit.runner import CLOCK as _CLOCK
 from labkit.runner import Meter, Outcome, Runner
 from labkit.sealing import seal
 
-__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "same_answers", "budget", "speed", "concluded",
-           "fresh_seed", "not_callable", "Runner", "Outcome", "difference", "answers", "metered", "timed",
-           "planned", "prediction", "band", "seal", "Meter"]
+__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "fresh_seed", "not_callable", "Runner",
+           "Outcome", "difference", "answers", "metered", "timed", "planned", "prediction", "band", "seal", "Meter"]
+
 
 @dataclass(frozen=True)
 class Item:
@@ -138,129 +136,11 @@ def _short(value: Any, width: int = 80) -> str:
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...], copy: bool) -> tuple[Any, BaseException | None]:
+    """The baseline's answer (or the exception it raised) on ``args``, deep-copied when asked."""
     try:
         return fn(*(_copy.deepcopy(args) if copy else args)), None
-    except Exception as e:  # the learner's code may raise anything: it is reported, never raised
+    except Exception as e:  # the baseline's own error is what the solution must raise too
         return None, e
-
-
-def same_answers(solution: Callable[..., Any], baseline: Callable[..., Any], cases: Iterable[tuple[Any, ...]], *,
-                 same: Callable[[Any, Any], bool] = operator.eq, show: Callable[[tuple[Any, ...]], str] | None = None,
-                 describe: Callable[[Any, Any], str] | None = None, copy: bool = True) -> Item:
-    """Correctness: the solution answers every case as the baseline does.
-
-    Args:
-        solution, baseline: called as ``fn(*case)``.
-        cases: argument tuples — edge cases (empty, one, many, an unknown id) and fresh random inputs.
-        same: how two answers are compared (default ``==``).
-        show: how a case is named in a message (default: a short ``repr`` of its arguments).
-        describe: ``describe(want, got)`` → where two answers differ (default: both, shortened).
-        copy: deep-copy the arguments for each call, so neither side sees the other's mutations.
-
-    Where the baseline raises, the solution must raise the same exception type (an unknown id → the same
-    ``NotFoundError``). The first difference fails the item, naming the case.
-    """
-    n = 0
-    for case in cases:
-        n += 1
-        name = show(case) if show else _short(case)
-        want, want_err = _call(baseline, case, copy)
-        got, got_err = _call(solution, case, copy)
-        if want_err is not None:
-            if got_err is None:
-                return failed(f"on {name}: expected {type(want_err).__name__} (as the baseline raises)",
-                              f"got an answer, {_short(got, 60)}", "raise the same error for the same input")
-            if not isinstance(got_err, type(want_err)):
-                return failed(f"on {name}: expected {type(want_err).__name__} (as the baseline raises)",
-                              f"got {type(got_err).__name__}: {got_err}")
-            continue
-        if got_err is not None:
-            return failed(f"on {name}: your function raised {type(got_err).__name__}: {got_err}",
-                          hint="run it on this input yourself and read the traceback")
-        try:
-            equal = bool(same(want, got))
-        except Exception as e:  # an answer of a type that cannot be compared is a wrong answer
-            equal, got = False, f"<uncomparable {type(got).__name__}: {e}>"
-        if not equal:
-            where = describe(want, got) if describe else f"expected {_short(want, 70)}, got {_short(got, 70)}"
-            return failed(f"wrong answer on {name}", where)
-    return passed(f"same answers as the baseline on all {n} inputs")
-
-
-def budget(solution: Callable[..., Any], args: tuple[Any, ...], *, meter: Callable[..., float], limit: float,
-           unit: str, what: str, hint: str | None = None, baseline_amount: float | None = None) -> Item:
-    """The budget: the lab's meter on one call of the solution, on an input it has never seen.
-
-    Args:
-        solution: called as ``meter(solution, *args)``.
-        args: an input the correctness pass never used (draw it from the grading run's seed).
-        meter: ``meter(fn, *args) -> amount`` — queries made, allocator calls, bytes written…
-        limit: the most allowed.
-        unit: what the amount counts ("queries", "allocations").
-        what: what was measured ("customer 417's export").
-        hint: what to try when over the limit.
-        baseline_amount: the baseline's amount on the same input, shown for scale.
-
-    A call that did **no measurable work** (amount 0) fails: on an input never seen before, only a cached or
-    hard-coded answer costs nothing, and that is not a fix.
-    """
-    try:
-        amount = meter(solution, *args)
-    except Exception as e:  # the learner's code ran under the meter: report, don't crash
-        return failed(f"{what}: your function raised {type(e).__name__}: {e}")
-    scale = f" (the baseline: {baseline_amount:,.6g})" if baseline_amount is not None else ""
-    if amount <= 0:
-        return failed(f"{what}: no {unit} at all on an input it had never seen",
-                      "a call that does no work can only be answering from a cache or a hard-coded table",
-                      "compute the answer from the input; no work is not a fix", detail=amount)
-    if amount > limit:
-        return failed(f"{what}: {amount:,.6g} {unit}{scale}", f"over the budget of {limit:,.6g} by "
-                      f"{amount - limit:,.6g}", hint, detail=amount)
-    return passed(f"{what}: {amount:,.6g} {unit}{scale}, within the budget of {limit:,.6g}", detail=amount)
-
-
-def speed(baseline: Callable[..., Any], solution: Callable[..., Any], *, inputs: Callable[[int], tuple[Any, ...]],
-          required_speedup: float, rounds: int = 10, what: str = "", **compare_kw: Any) -> Item:
-    """Speed on fresh inputs: ``labkit.compare(baseline, solution, inputs=inputs)`` must say ``faster`` by at
-    least ``required_speedup``.
-
-    Every timed call gets a new input (``inputs(k)`` → an argument tuple), the same sequence for both sides,
-    so a cache keyed on the input cannot answer. Choose ``required_speedup`` far from the real effect (half of
-    it, say), so an honest solution passes 10 times in 10 on a busy machine. An inconclusive verdict is
-    called "too noisy" only when its interval still reaches the required factor; otherwise the solution is
-    simply not fast enough. The comparison is on ``item.detail``.
-    """
-    try:
-        c = _compare(baseline, solution, inputs=inputs, rounds=rounds, names=("baseline", "yours"), **compare_kw)
-    except Exception as e:  # the learner's code runs inside compare
-        return failed(f"timing your function{' on ' + what if what else ''}: it raised {type(e).__name__}: {e}")
-    where = f"{what}: " if what else ""
-    if c.verdict == "faster" and c.speedup >= required_speedup:
-        return passed(f"{where}{c.summary()}", detail=c)
-    best = 1 / c.ci[0] if c.ci[0] > 0 else float("inf")  # the speed-up at the interval's most favourable end
-    if c.verdict == "inconclusive" and best >= required_speedup:
-        return failed(f"{where}{c.summary()}", "too noisy to grade: the interval reaches the required "
-                      f"{required_speedup:g}×", "close other programs and run the check again", detail=c)
-    return failed(f"{where}{c.summary()}", f"need 'faster' by at least {required_speedup:g}×",
-                  "find where the baseline spends its time (the lab's tool) and remove that work", detail=c)
-
-
-def concluded(experiment: Any, comparison: Any, *, save: bool = True) -> tuple[Item, ...]:
-    """The learner's prediction beside the measurement: ``experiment`` (a :class:`labkit.record.Experiment`)
-    concluded with ``comparison`` (the speed item's ``detail``) and saved; the item's ``detail`` is the
-    concluded record. Nothing when there is no experiment or nothing was measured. Graders call it right after
-    :func:`speed`, in the same step, so a prediction is judged whether or not the speed passed."""
-    if experiment is None or comparison is None:
-        return ()
-    try:
-        done = experiment.conclude(comparison)
-        where = f"; saved to {done.save()}" if save else ""
-    except Exception as e:  # a record that cannot be concluded (already concluded, not an Experiment…)
-        return (failed(f"your experiment could not be concluded: {type(e).__name__}: {e}",
-                       hint="plan a new one with Experiment.plan(...) and pass it as experiment="),)
-    predicted = "none stated" if done.predicted_ratio is None else f"{done.predicted_ratio:g}"
-    return (passed(f"your prediction ({predicted}) vs measured ({comparison.ratio:.3g}): "
-                   f"{done.outcome or 'not judged without a predicted ratio'}{where}", detail=done),)
 
 
 class Exercise:

@@ -307,8 +307,7 @@ def _fake_pass(*args: Any, **kwargs: Any) -> Any:
     return passed("(faked by the learner)")
 
 
-_KIT = ("answers", "metered", "timed", "planned", "prediction", "same_answers", "budget", "speed", "concluded",
-        "difference")
+_KIT = ("answers", "metered", "timed", "planned", "prediction", "difference")
 
 
 def tampering_lab(honest: Callable[..., Any], lab: types.ModuleType, baseline: str = "baseline") -> Callable[..., Any]:

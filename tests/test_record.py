@@ -121,20 +121,6 @@ def test_right_direction_but_wrong_size_is_refuted():
     assert exp.conclude(compare(Measured(1e6, 1, "a"), Measured(0.5e6, 2, "b")), tolerance=6).outcome == "confirmed"
 
 
-def test_a_grader_concludes_the_learners_prediction_once_and_says_what_went_wrong(tmp_path, monkeypatch):
-    from labkit.check import concluded
-
-    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
-    c = compare(Measured(1e6, 1, "baseline"), Measured(0.5e6, 2, "yours"))
-    assert concluded(None, c) == () and concluded(Experiment.plan("x", "the y step halves it", predicted_ratio=0.5), None) == ()
-    exp = Experiment.plan("orjson", "orjson halves the encoding time", predicted_ratio=0.5)
-    (item,) = concluded(exp, c)
-    assert item.ok and f"your prediction (0.5) vs measured ({c.ratio:.3g})" in item.message and "confirmed" in item.message
-    assert item.detail.outcome == "confirmed" and "saved to" in item.message
-    (again,) = concluded("my guess: 0.5", c)  # not a record: a failed item saying what to do, no crash
-    assert not again.ok and "could not be concluded" in again.message and "Experiment.plan" in again.message
-
-
 def test_judge_works_on_the_size_of_the_effect_with_the_measured_interval():
     from labkit.record import judge
 
