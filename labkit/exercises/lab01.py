@@ -105,8 +105,8 @@ EXERCISE = Exercise(
            "'sqlite_point_query', a catalog call is an HTTP request to a small service over loopback "
            "('http_health'), encoding is 'json_encode_1k' per KiB of JSON.",
            "The KiB: encode the order once in process, len(encode(order_detail(conn, FakeCatalog.from_db(path), "
-           "ORDER_ID), 'json')) / 1024, outside your function. Then return {'queries': 2, 'catalog_calls': 1, "
-           "'db_ms': 2 * …, 'catalog_ms': 1 * …, 'serialize_ms': KIB * …}."),
+           "ORDER_ID), 'json')) / 1024, outside your function. Each stage is its count times its row's price: "
+           "return the counts you read in hint 1 beside them, as the docstring's keys say."),
     solution=_SOLUTION,
 )
 hint = EXERCISE.hint
