@@ -9,6 +9,7 @@ outside itself: if there is any, no report is written and the error says what an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 
 from labkit.errors import NotebookError, ResultsError
 from labkit.report.diff import Change, Concluded, concluded_in, diff
+from labkit.report.params import declared_parameters, differences, effective, typed_parameters
 from labkit.report.run import ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
@@ -62,6 +64,27 @@ def _run_of(folder: str | os.PathLike[str] | None) -> ReportRun | None:
         return None
 
 
+def _declared(source: Path) -> dict[str, str]:
+    try:
+        return declared_parameters(source)
+    except Exception:  # the source notebook moved or is unreadable: show what was passed
+        return {}
+
+
+def _differs(run: ReportRun | None, passed: dict[str, Any], declared: dict[str, str], source: Path,
+             then: ReportRun | None) -> list[str]:
+    """What differs between this run and the baseline's (another notebook, other parameters), in sentences."""
+    if then is None:
+        return ["the baseline has no report.json: whether it ran the same notebook with the same parameters "
+                "cannot be checked"]
+    lines = []
+    if Path(then.notebook).name != source.name:
+        lines.append(f"the baseline is a run of {Path(then.notebook).name}, this one of {source.name}")
+    moved = differences(effective(passed, declared), effective(then.parameters, then.declared or declared))
+    lines += [f"parameter {n}: {a!r} now, {b!r} in the baseline" for n, a, b in moved]
+    return lines
+
+
 def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] | None = None,
            run: ReportRun | None = None, baseline: str | os.PathLike[str] | None = None) -> Rendered:
     """Render an executed notebook (papermill's output, or one saved after Run All) as a report.
@@ -77,7 +100,6 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         NotebookError: the notebook cannot be read, or the page would load something from outside itself.
     """
     import nbformat
-    import papermill
     from nbconvert import HTMLExporter
 
     from labkit.fingerprint import fingerprint
@@ -100,10 +122,12 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     experiments = concluded_in(folder) if folder is not None else []
     changes = diff(experiments, concluded_in(baseline)) if baseline is not None else None
     passed = run.parameters if run is not None else dict(nb.metadata.get("papermill", {}).get("parameters", {}))
-    try:
-        declared = papermill.inspect_notebook(str(source))
-    except Exception:  # the source notebook moved or is unreadable: show what was passed
-        declared = {}
+    declared = run.declared if run is not None and run.declared else _declared(source)
+    with contextlib.suppress(Exception):  # report.json keeps a tuple as a list: show it as the notebook got it
+        passed = typed_parameters(source, passed, declared)
+    sources = run.sources if run is not None and run.sources else {k: "passed" for k in passed}
+    then = _run_of(baseline)
+    differs = _differs(run, passed, declared, source, then) if baseline is not None else []
     if run is not None:
         when = f"run {run.started_at}" + (f", took {run.duration_s:.0f} s" if run.duration_s else "")
         fp, git = run.fingerprint, run.git
@@ -117,8 +141,8 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     summary = top(
         title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{escape(name)}.ipynb</b> · {escape(when)}",
         experiments=experiments, changes=changes, baseline=str(baseline) if baseline is not None else None,
-        baseline_run=_run_of(baseline), parameters=passed,
-        declared=declared, fingerprint=fp, git=git, notes=notes)
+        baseline_run=then, parameters=passed, declared=declared, sources=sources, differs=differs,
+        fingerprint=fp, git=git, notes=notes)
     static.metadata["title"] = f"{name} — perflab report"
     exporter = HTMLExporter(template_name="perflab", extra_template_basedirs=[str(TEMPLATES)])
     exporter.embed_images = True  # pictures referenced from text go into the page

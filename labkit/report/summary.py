@@ -33,6 +33,7 @@ CSS = """
 .labkit-report .labkit-banner.improved { border-color: #1a7f37; background: #f3fbf5; }
 .labkit-report .labkit-hyp { max-width: 420px; font-size: 13px; color: #24292f; }
 .labkit-report .labkit-warn { color: #9a6700; }
+.labkit-report tr.labkit-set td { font-weight: 600; }
 .labkit-widget-note { color: #57606a; font-style: italic; }
 """
 
@@ -85,7 +86,8 @@ def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change
             + "".join(rows) + "</table>")
 
 
-def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, now_fp: dict | None = None) -> str:
+def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, now_fp: dict | None = None,
+                    differs: Sequence[str] = ()) -> str:
     """The line at the very top: what changed (better/worse) against the baseline, then the rest in brief."""
     counts = {s: sum(c.status == s for c in changes) for s in ("worse", "better", "unchanged", "new", "missing",
                                                                 "unmeasured")}
@@ -107,20 +109,33 @@ def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, 
         if moved:
             warn = (f"<p class='labkit-warn'>The baseline ran on a different machine or Python ({', '.join(moved)} "
                     "differ): ratios travel better than times, but read changes with care.</p>")
+    if differs:
+        warn += ("<p class='labkit-warn'><b>Compared anyway, though the runs differ:</b> "
+                 + "; ".join(escape(d) for d in differs) + ". Read every change below with that in mind.</p>")
     return (f"<div class='labkit-banner {klass}'><b>Against the baseline</b> {where}: {summary or 'nothing to compare'}"
             f"<ul>{items}</ul><span class='labkit-kicker'>Compared by title, ratio interval now vs then — never raw "
             f"samples across runs.</span>{warn}</div>")
 
 
-def parameters_table(passed: dict[str, Any], declared: dict[str, Any]) -> str:
-    """The notebook's parameters: the values passed for this run, and the others at their defaults."""
-    rows = [f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(repr(v))}</code></td><td>set for this run</td>"
-            f"</tr>" for k, v in passed.items()]
-    rows += [f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(str(d.get('default')))}</code></td>"
-             f"<td>the notebook's default</td></tr>" for k, d in declared.items() if k not in passed]
+_SOURCES = {"passed": "passed (-p)", "--quick": "set by --quick"}
+
+
+def parameters_table(passed: dict[str, Any], declared: dict[str, str], sources: dict[str, str] | None = None) -> str:
+    """Every parameter's value in this run, and where it came from: passed, set by ``--quick``, or the
+    notebook's default (as its parameters cell writes it)."""
+    sources = sources or {}
+    rows = []
+    for name in [*declared, *(k for k in passed if k not in declared)]:
+        if name in passed:
+            value, where = repr(passed[name]), _SOURCES.get(sources.get(name, "passed"), sources.get(name, ""))
+        else:
+            value, where = declared[name], "the notebook's default"
+        klass = "" if name not in passed else " class='labkit-set'"
+        rows.append(f"<tr{klass}><td><code>{escape(name)}</code></td><td><code>{escape(value)}</code></td>"
+                    f"<td>{escape(where)}</td></tr>")
     if not rows:
         return "<p>The notebook has no parameters cell; it ran as written.</p>"
-    return "<table><tr><th>parameter</th><th>value</th><th></th></tr>" + "".join(rows) + "</table>"
+    return ("<table><tr><th>parameter</th><th>value used</th><th>from</th></tr>" + "".join(rows) + "</table>")
 
 
 def _git_row(git: dict[str, Any] | None) -> str:
@@ -155,16 +170,16 @@ def environment_table(fp: dict[str, Any], git: dict[str, Any] | None) -> str:
 
 def top(*, title: str, question_html: str, kicker: str, experiments: Sequence[Concluded],
         changes: Sequence[Change] | None, baseline: str | None, baseline_run: Any, parameters: dict[str, Any],
-        declared: dict[str, Any], fingerprint: dict[str, Any], git: dict[str, Any] | None,
-        notes: Sequence[str] = ()) -> str:
+        declared: dict[str, str], fingerprint: dict[str, Any], git: dict[str, Any] | None,
+        notes: Sequence[str] = (), sources: dict[str, str] | None = None, differs: Sequence[str] = ()) -> str:
     """The whole summary section placed above the notebook in the report."""
     parts = [f"<section class='labkit-report' id='labkit-report'><style>{CSS}</style>",
              f"<p class='labkit-kicker'>{kicker}</p>"]
     if changes is not None and baseline is not None:
-        parts.append(baseline_banner(changes, baseline, baseline_run, fingerprint))
+        parts.append(baseline_banner(changes, baseline, baseline_run, fingerprint, differs))
     parts.append(f"<div class='labkit-question'>{question_html}</div>")
     parts += [f"<h2>Experiments ({len(experiments)})</h2>", experiments_table(experiments, changes)]
-    parts += ["<h2>Parameters</h2>", parameters_table(parameters, declared)]
+    parts += ["<h2>Parameters</h2>", parameters_table(parameters, declared, sources)]
     parts += ["<h2>Environment</h2>", environment_table(fingerprint, git)]
     parts += [f"<p class='labkit-kicker'>{escape(n)}</p>" for n in notes]
     parts.append(f"<p class='labkit-kicker'>Below: {escape(title)} as it ran, every output kept.</p></section>")
