@@ -239,6 +239,31 @@ def test_render_puts_the_question_experiments_parameters_and_environment_on_top(
     assert external_resources(r.html) == [] and "<script src" not in r.html
 
 
+def test_the_page_opens_with_the_decision_and_folds_long_hypotheses(tmp_path):
+    nb = _executed()
+    nb.cells.append(new_markdown_cell("## What would change my mind\n\n* **a slower tail under load** — then no."))
+    path = tmp_path / "run.ipynb"
+    nbformat.write(nb, path)
+    results = tmp_path / "results"
+    long = "one call per batch instead of one per item, so the per-call overhead is paid a fifth as often: " * 2
+    Experiment.plan("batched export", long, predicted_ratio=0.2).conclude(
+        compare([100.0, 102.0, 98.0] * 10, [20.0, 21.0, 19.0] * 10)).save(results)
+    Experiment.plan("planned only", "written down, never measured").save(results)
+    html = render(path, results=results).html
+    decision = html[html.index("<h2>Decision</h2>"):html.index("<h2>Experiments")]
+    assert "Does batching help?" in decision and "a slower tail under load" in decision
+    [line] = [li for li in decision.split("<li>") if "batched export" in li]
+    assert "the candidate is 5.00× faster (ratio 0.2, interval" in line and "predicted 0.2" in line
+    assert "confirmed" in line and "planned only</b>: not measured in this run" in decision
+    table = html[html.index("<h2>Experiments"):html.index("<h2>Parameters")]
+    assert '<div class="labkit-scroll"><table' in table
+    assert f"<summary>{long[:60].rsplit(' ', 1)[0]} …</summary>" in table and table.count(long.strip()) == 1
+    assert "every package the run imported</th><td>not recorded" in html       # not run by labkit report
+    # a notebook that says nothing about it is told how to
+    nbformat.write(_executed(), path)
+    assert "headed <code>## What would change my mind</code>" in render(path, results=results).html
+
+
 def test_a_page_that_would_reach_the_network_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
     # GIVEN a run whose output loads an image from the web
     nb = _executed(extra_outputs=[{"output_type": "display_data", "metadata": {},
@@ -473,6 +498,13 @@ def test_a_tuple_parameter_arrives_as_a_tuple_and_the_page_says_where_each_value
     rows = re.findall(r"<code>(\w+)</code></td><td><code>([^<]*)</code></td><td>([^<]*)</td>", table)
     assert rows == [("QUICK", "True", "set by --quick"), ("SIZES", "(5, 50, 500)", "passed (-p)"),
                     ("LABEL", "'x'", "the notebook's default")]
+    # every package the kernel imported, with its version; labkit's census cell is not on the page
+    import numpy
+
+    imported = json.loads((Path(t.run.folder) / "imported.json").read_text())["packages"]
+    assert imported["numpy"] == numpy.__version__ and "ipykernel" in imported
+    assert f"numpy {numpy.__version__}" in html[html.index("every package the run imported"):]
+    assert "_labkit_imported" not in html
 
 
 @pytest.mark.slow

@@ -20,9 +20,10 @@ from typing import Any
 from labkit.errors import NotebookError, ResultsError
 from labkit.report.diff import Change, Concluded, concluded_in, diff
 from labkit.report.params import declared_parameters, differences, effective, typed_parameters
-from labkit.report.run import ReportRun
+from labkit.report.run import CENSUS_TAG, IMPORTED, ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
+from labkit.results import read_json
 
 __all__ = ["Rendered", "render", "write_html", "TEMPLATES"]
 
@@ -55,6 +56,32 @@ def _question(nb: Any) -> tuple[str, bool]:
         return markdown2html_mistune(first.source), True
     return ("<p><b>No question stated</b>: start the notebook with a text (markdown) cell that says what this "
             "run is meant to decide.</p>"), False
+
+
+def _what_would_change(nb: Any) -> str | None:
+    """The text of the notebook's "What would change my mind" section (a markdown cell so headed), as HTML."""
+    import re
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.strip().splitlines()
+        if lines and re.match(r"#+\s.*what would change", lines[0], re.IGNORECASE):
+            body = "\n".join(lines[1:]).strip()
+            return markdown2html_mistune(body) if body else None
+    return None
+
+
+def _imported(folder: str | os.PathLike[str] | None) -> dict[str, str] | None:
+    """The packages the run's kernel had imported by its end (``imported.json``), or None when not recorded."""
+    if folder is None or not (Path(folder) / IMPORTED).is_file():
+        return None
+    try:
+        return dict(read_json(Path(folder) / IMPORTED, kind="imported-packages").get("packages") or {})
+    except ResultsError:
+        return None
 
 
 def _run_of(folder: str | os.PathLike[str] | None) -> ReportRun | None:
@@ -114,8 +141,10 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     given = Path(str(nb.metadata.get("papermill", {}).get("input_path") or path))
     source = Path(run.notebook) if run is not None else given if given.is_file() else path
     name = source.stem
+    nb.cells = [c for c in nb.cells if CENSUS_TAG not in c.metadata.get("tags", ())]  # labkit's, not the author's
     static, counts = make_static(nb)
     question, from_first_cell = _question(static)
+    change_mind = _what_would_change(static)
     if from_first_cell:
         static.cells = static.cells[1:]  # it is shown at the top, as the question
     folder = results if results is not None else (run.folder if run is not None else None)
@@ -135,6 +164,7 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         meta = nb.metadata.get("papermill", {})
         when = f"run {meta.get('start_time', '?')}, took {meta.get('duration') or 0:.0f} s"
         fp, git = fingerprint(), git_state(source)
+    imported = _imported(folder)
     notes = []
     if counts.get("missing"):
         notes.append(f"{counts['missing']} widget(s) had no saved state and are shown as text only.")
@@ -142,7 +172,7 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{escape(name)}.ipynb</b> · {escape(when)}",
         experiments=experiments, changes=changes, baseline=str(baseline) if baseline is not None else None,
         baseline_run=then, parameters=passed, declared=declared, sources=sources, differs=differs,
-        fingerprint=fp, git=git, notes=notes)
+        fingerprint=fp, git=git, notes=notes, change_mind_html=change_mind, imported=imported)
     static.metadata["title"] = f"{name} — perflab report"
     exporter = HTMLExporter(template_name="perflab", extra_template_basedirs=[str(TEMPLATES)])
     exporter.embed_images = True  # pictures referenced from text go into the page

@@ -31,6 +31,26 @@ __all__ = ["ReportRun", "execute", "parse_parameters", "with_quick", "check_note
            "git_state"]
 
 RECORD = "report.json"
+IMPORTED = "imported.json"
+#: tags the cell labkit appends to a run: it lists the versions of every package the kernel imported by the end
+CENSUS_TAG = "labkit-report-imports"
+_CENSUS = f"""\
+def _labkit_imported():  # added by labkit report: the packages this run imported, with versions
+    import json, os, sys
+    from importlib import metadata
+    where = metadata.packages_distributions()
+    found = {{}}
+    for top in sorted({{name.partition(".")[0] for name in list(sys.modules)}}):
+        for dist in where.get(top, ()):
+            try:
+                found[dist] = metadata.version(dist)
+            except Exception:
+                pass
+    with open(os.path.join(os.environ["PERFLAB_RESULTS"], "{IMPORTED}"), "w") as f:
+        json.dump({{"kind": "imported-packages", "version": 1, "packages": found}}, f)
+_labkit_imported()
+del _labkit_imported
+"""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -229,6 +249,18 @@ def _failed_cell(notebook: Path, error: Any, executed: Path) -> str:
             f"{shown}\nThe executed notebook, up to that cell, is kept at {executed}; no report was written.")
 
 
+def _with_census(notebook: Path, folder: Path) -> Path:
+    """A copy of the notebook, in the run's folder, with one last cell that lists the packages it imported."""
+    import nbformat
+    from nbformat.v4 import new_code_cell
+
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells.append(new_code_cell(_CENSUS, metadata={"tags": [CENSUS_TAG]}))
+    copy = folder / f".{notebook.stem}.input.ipynb"
+    nbformat.write(nb, copy)
+    return copy
+
+
 def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
             quick: bool = False, raw: dict[str, str] | None = None,
             root: str | os.PathLike[str] | None = None, progress: bool = True,
@@ -271,9 +303,10 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
         return done
 
     use_tuple_translator()
+    source = _with_census(path, folder)
     try:
         with _results_into(folder):
-            papermill.execute_notebook(str(path), str(run.executed), parameters=params,
+            papermill.execute_notebook(str(source), str(run.executed), parameters=params,
                                        kernel_name=kernel, language=language, cwd=str(path.parent),
                                        progress_bar=progress, log_output=False, start_timeout=start_timeout)
     except PapermillExecutionError as e:
