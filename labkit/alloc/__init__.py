@@ -7,6 +7,7 @@
     with alloc.Census() as census:               # every allocator call in a block (memray), e.g. one request
         handle(request)
     census.allocations
+    alloc.rss_peak(read_table, path).added_bytes  # the process's resident memory at its highest (native too)
 
 Counting is never timing: the tracers slow the code they watch, so nothing here holds a time
 (time the untraced code with :func:`labkit.bench` or :func:`labkit.compare`). What each number can and
@@ -17,7 +18,9 @@ the rest of "what memory costs" beside them (the GC pause recorder lives here to
 from labkit.alloc.census import Census, census_unavailable
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
 from labkit.alloc.pauses import GCPauses, PauseRecorder
+from labkit.alloc.rss import RssPeak, rss_peak
 from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
 
 __all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
-           "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison"]
+           "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
+           "rss_peak", "RssPeak"]
