@@ -560,3 +560,44 @@ def test_render_rebuilds_a_finished_runs_page_without_running_it_and_compares_an
     with pytest.raises(BadInputError, match="pass no notebook"):
         from labkit.report.cli import main as report_main
         report_main(["--render", t.run.folder, str(t.nb)])
+
+
+# -- the template for reviewing your own functions ---------------------------------------------------------------
+
+
+def test_new_review_kind_function_copies_the_function_template_and_an_unknown_kind_is_refused(tmp_path, capsys,
+                                                                                               monkeypatch):
+    from labkit.cli import main
+    from labkit.report.review import TEMPLATES
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-review", "parsers", "--kind", "function"]) == 0
+    assert "on two example CSV parsers" in capsys.readouterr().out
+    assert (tmp_path / "parsers.ipynb").read_bytes() == TEMPLATES["function"].read_bytes()
+    assert new_review("shop", tmp_path).read_bytes() == TEMPLATE.read_bytes()       # the default stays toyshop
+    with pytest.raises(BadInputError, match="the review templates are toyshop, function"):
+        new_review("x", tmp_path, kind="service")
+    nb = nbformat.read(TEMPLATES["function"], as_version=4)
+    nbformat.validate(nb)
+    assert not [c for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    text = "\n".join(c.source for c in nb.cells)
+    for part in ("**Question.**", "make_input", "Experiment.plan", "sweep_sizes", "labkit.compare", "gc=",
+                 "rss_peak", "## What would change my mind"):
+        assert part in text, part
+
+
+@pytest.mark.slow
+def test_the_function_template_runs_as_is_and_its_page_leads_with_the_decision(tmp_path, capsys, monkeypatch):
+    from labkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-review", "parsers", "--kind", "function"]) == 0
+    assert main(["report", "parsers.ipynb", "--quick", "--no-progress"]) == 0, capsys.readouterr().err
+    [folder] = (tmp_path / "results" / "reports").glob("parsers-*/")
+    run = ReportRun.find(folder)
+    [c] = concluded_in(folder)
+    assert c.measured and c.verdict in ("faster", "slower", "same", "inconclusive")
+    html = Path(run.html).read_text()
+    decision = html[html.index("<h2>Decision</h2>"):html.index("<h2>Experiments")]
+    assert "Should it" in decision and "split instead of csv.reader, 5,000 rows" in decision
+    assert "quoted fields" in decision and external_resources(html) == []
