@@ -42,13 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench import _check_callable, _positive_int, _result, calibrate, time_loop
+from labkit.bench import _check_callable, _positive_int, _result
 from labkit.clock import Clock
-from labkit.collector import MODES, Collections, check_mode, collector
+from labkit.collector import MODES, check_mode, collector
 from labkit.errors import BadInputError
 from labkit.fingerprint import fingerprint
 from labkit.results import Saveable
 from labkit.stats import RatioEstimate, format_duration, ratio_of_medians
+from labkit.workers import LocalSide, WorkerSide
 
 __all__ = ["Comparison", "compare", "plan_looks", "verdict_for"]
 
@@ -173,7 +174,8 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             max_rounds: int | None = None, max_time: float = 3.0, min_effect: float = 0.05, alpha: float = 0.05,
             warmup: int = 2, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
             seed: int = 0, progress: bool | None = None,
-            inputs: Callable[[int], tuple[Any, ...]] | None = None, gc: str = "as-is") -> Comparison:
+            inputs: Callable[[int], tuple[Any, ...]] | None = None, gc: str = "as-is",
+            processes: bool = False) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 
     Args:
@@ -212,6 +214,11 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             — and see only what the calls allocate; ``"disabled"`` turns it off. Either way the collections
             that land in each timed sample are counted (``baseline_gc``, ``candidate_gc``), and a warning names
             the collector when they take 1 % of a side's timed time or more.
+        processes: time each side in a fresh worker process of its own (``spawn``, as pyperf does), driven
+            round by round from here, so the verdict does not rest on this process's heap, imports or caches
+            (in a notebook, the kernel's): what it says carries over to a program running only that code.
+            The functions, arguments and ``inputs`` must be picklable (defined in a module); ``clock`` must
+            be the default. The statistics are the same.
 
     Raises:
         BadInputError: mixed inputs (a callable and a result), bad counts, or too few samples.
@@ -243,9 +250,22 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     if not (isinstance(max_time, int | float) and max_time > 0):
         raise BadInputError(f"max_time must be a positive number of seconds, got {max_time!r}")
     gc_mode = check_mode(gc)
-    with collector(gc_mode, clock) as watch:
-        run = _interleaved((baseline, candidate), args, inputs, rounds, max_rounds, max_time, alpha, min_effect,
-                           warmup, min_sample_time, clock, seed, progress, watch)
+    processes = bool(processes)
+    if processes and clock is not time.perf_counter_ns:
+        raise BadInputError("processes=True times each side in its own process with time.perf_counter_ns: "
+                            "pass no clock= with it")
+    with collector("as-is" if processes else gc_mode, clock) as watch:
+        fns = (baseline, candidate)
+        sides: list[Any] = []
+        try:
+            for i, fn in enumerate(fns):
+                sides.append(WorkerSide(fn, i, args, inputs, warmup, min_sample_time, gc_mode) if processes
+                             else LocalSide(fn, i, args, inputs, warmup, min_sample_time, clock, watch))
+            run = _interleaved(sides, rounds, max_rounds, max_time, alpha, min_effect, clock, seed, progress)
+            full = sum(side.full for side in sides) if processes else watch.full
+        finally:
+            for side in sides:
+                side.close()
     samples, loops, warm, est, plan, look, counts, gc_ns, cut = run
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
     if na == nb:
@@ -256,7 +276,7 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     rb = _result(nb, samples[1], loops[1], warm[1], more="max_rounds=", loops_hint=hint,
                  collections=sum(c > 0 for c in counts[1]))
     warnings = ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings)
-    warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, watch.full)
+    warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, full)
     if cut is not None:
         warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned: the verdict "
                      f"rests on {cut[0]} rounds; raise max_time= for more, or make one call cheaper (a smaller "
@@ -267,29 +287,18 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
                   gc_mode=gc_mode)
 
 
-def _interleaved(fns: tuple[Callable[..., Any], Callable[..., Any]], args: tuple[Any, ...],
-                 inputs: Callable[[int], tuple[Any, ...]] | None, rounds: int, max_rounds: int, max_time: float,
-                 alpha: float, min_effect: float, warmup: int, min_sample_time: float, clock: Clock, seed: int,
-                 progress: bool | None, watch: Collections) -> Any:
+def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float, alpha: float, min_effect: float,
+                 clock: Clock, seed: int, progress: bool | None) -> Any:
     """Calibrate, warm up, plan the looks, then time interleaved rounds until a look decides or time is up."""
     begun = clock()
     deadline = begun + max_time * 1e9  # the whole comparison: calibration and warm-up included
     loops, warm = [], []
     round_ns = 0.0  # the pace: one round's wall time, as the warm-up showed it
-    for side, fn in enumerate(fns):
-        if inputs is None:
-            n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
-            warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
-            round_ns += n * warm[-1][-1]
-        else:
-            n, timed = 1, []
-            for w in range(max(1, warmup)):
-                t0 = clock()
-                timed.append(float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock)))
-                built_and_timed = clock() - t0
-            warm.append(timed)
-            round_ns += built_and_timed  # building an input is not timed, but it takes the budget's time
+    for side in sides:
+        n, seen, share = side.warm()
         loops.append(n)
+        warm.append(seen)
+        round_ns += share
     # the plan is fixed here, before any counted round: how many rounds the time left allows at the warm-up's pace
     left = max(0.0, deadline - clock())
     plan = plan_looks(rounds, max_rounds, alpha, affordable=left / round_ns if round_ns > 0 else None)
@@ -309,11 +318,10 @@ def _interleaved(fns: tuple[Callable[..., Any], Callable[..., Any]], args: tuple
                 break
             order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
             for i in order:
-                call_args = args if inputs is None else _args_of(inputs, r)
-                c0, t0 = watch.count, watch.ns
-                samples[i].append(time_loop(fns[i], call_args, loops[i], clock) / loops[i])
-                counts[i].append(watch.count - c0)
-                gc_ns[i].append(watch.ns - t0)
+                ns, collections, in_gc = sides[i].sample(r)
+                samples[i].append(ns)
+                counts[i].append(collections)
+                gc_ns[i].append(in_gc)
             if bar is not None:
                 bar.update(1)
         est = _estimate(samples[0], samples[1], True, alpha_look, seed)
@@ -373,14 +381,6 @@ def _estimate(a: Any, b: Any, paired: bool, alpha_look: float, seed: int) -> Rat
     # enough resamples that each tail of the interval rests on ~25 of them or more, however small α gets
     resamples = max(2000, math.ceil(50 / alpha_look))
     return ratio_of_medians(a, b, paired=paired, confidence=1 - alpha_look, resamples=resamples, seed=seed)
-
-
-def _args_of(inputs: Callable[[int], Any], k: int) -> tuple[Any, ...]:
-    args = inputs(k)
-    if not isinstance(args, tuple):
-        raise BadInputError(f"inputs({k}) must return a tuple of arguments, got {type(args).__name__}: "
-                            "return (x,) for a single argument")
-    return args
 
 
 def _progress_bar(progress: bool | None, expected_ns: float, rounds: int) -> Any:

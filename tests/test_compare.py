@@ -364,3 +364,39 @@ def test_max_time_caps_the_whole_comparison_calibration_and_warm_up_included(clo
     tiny = compare(lambda: clock.tick(10**8), lambda: clock.tick(5 * 10**7), rounds=30, max_time=0.01,
                    min_sample_time=1e-7, clock=clock, progress=False)
     assert len(tiny.baseline_ns) == 6
+
+
+# -- fresh worker processes --------------------------------------------------------------------------------------
+
+STATE = {"scale": 1}   # what this process has built up; a fresh worker process starts from the module as written
+
+
+def _spin(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def spin_fixed():
+    _spin(20_000)
+
+
+def spin_stateful():   # depends on the process it runs in, as a call does on the kernel's heap and caches
+    _spin(4_000 * STATE["scale"])
+
+
+def test_processes_give_the_verdict_of_a_fresh_process_where_this_ones_state_decides_it(monkeypatch):
+    # GIVEN a candidate whose cost depends on state built up in this process: here 2× the baseline's work,
+    # in a fresh process a fifth of it
+    monkeypatch.setitem(STATE, "scale", 10)
+    kw = dict(rounds=8, max_rounds=16, progress=False, min_sample_time=0.0005)
+    here = compare(spin_fixed, spin_stateful, **kw)
+    fresh = compare(spin_fixed, spin_stateful, processes=True, **kw)
+    # THEN in this process it is slower, in fresh workers faster — the verdict that carries over
+    assert here.verdict == "slower" and fresh.verdict == "faster"
+    assert len(fresh.baseline_ns) == len(fresh.baseline_gc) >= 8 and fresh.paired
+    with pytest.raises(BadInputError, match="cannot be pickled"):
+        compare(spin_fixed, lambda: None, processes=True)
+    with pytest.raises(BadInputError, match="pass no clock"):
+        compare(spin_fixed, spin_fixed, processes=True, clock=lambda: 0)
