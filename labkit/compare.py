@@ -35,6 +35,8 @@ Two measured results (compared as independent samples) get one look, at α.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -384,9 +386,15 @@ def _estimate(a: Any, b: Any, paired: bool, alpha_look: float, seed: int) -> Rat
 
 
 def _progress_bar(progress: bool | None, expected_ns: float, rounds: int) -> Any:
-    """A tqdm bar (a widget in Jupyter) when asked, or by default when the rounds should take over 2 s."""
+    """A tqdm bar (a widget in Jupyter) when asked, or by default when the rounds should take over 2 s; as text on
+    the process's own stderr inside a ``labkit report`` run, whose terminal shows it (nobody sees the widget)."""
     if progress is False or (progress is None and expected_ns < 2e9):
         return None
+    if os.environ.get("PERFLAB_PROGRESS_TO") == "stderr":
+        from tqdm import tqdm as text_bar
+
+        return text_bar(total=rounds, desc="A/B rounds", unit="round", leave=False, file=sys.__stderr__,
+                        mininterval=1.0)
     from tqdm.auto import tqdm
 
     return tqdm(total=rounds, desc="A/B rounds", unit="round", leave=False)

@@ -363,14 +363,14 @@ def control_b(): work(3 * N // 2)
 for title, a, b, pred in (("spin: candidate", baseline, candidate, 0.5), ("spin: control", control_a, control_b, 1.5)):
     exp = labkit.Experiment.plan(title, "the candidate does a known share of the baseline's work", predicted_ratio=pred)
     exp.save()
-    exp = exp.conclude(labkit.compare(a, b, rounds=15, max_rounds=15, clock=time.thread_time_ns))
+    exp = exp.conclude(labkit.compare(a, b, rounds=15, max_rounds=15, clock=time.thread_time_ns, progress=True))
     exp.save()
     print(exp)
 '''
 
 
 @pytest.mark.slow
-def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unchanged(tmp_path, capsys, monkeypatch):
+def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unchanged(tmp_path, capfd, monkeypatch):
     from labkit.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -380,17 +380,18 @@ def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unch
     def report(*args: str) -> tuple[Path, str]:
         before = {p for p in reports.glob("spin-*") if p.is_dir()} if reports.exists() else set()
         assert main(["report", str(nb), *args]) == 0
-        out = capsys.readouterr()
+        out = capfd.readouterr()
         [folder] = {p for p in reports.glob("spin-*") if p.is_dir()} - before
         return folder, out.out + out.err
 
     first, shown = report()
     assert "Executing" in shown                                  # papermill's progress bar, per cell
+    assert "A/B rounds" in shown                                 # and the kernel's comparisons', on this terminal
     same, shown = report("--baseline", str(first), "--no-progress")
-    assert "against the baseline: nothing changed" in shown
+    assert "against the baseline: nothing changed" in shown and "A/B rounds" not in shown
     # a slowdown injected through a parameter is "other parameters": refused unless compared anyway
     assert main(["report", str(nb), "--baseline", str(first), "-p", "SLOWDOWN=40_000"]) == 2
-    assert "SLOWDOWN = 40000 now, 0 then" in capsys.readouterr().err
+    assert "SLOWDOWN = 40000 now, 0 then" in capfd.readouterr().err
     slowed, shown = report("--baseline", str(first), "-p", "SLOWDOWN=40_000", "--no-progress", "--compare-anyway")
     assert "against the baseline: worse — spin: candidate" in shown and "control" not in shown.split("baseline:")[-1]
     html = Path(ReportRun.find(slowed).html).read_text()

@@ -31,6 +31,8 @@ __all__ = ["ReportRun", "execute", "parse_parameters", "with_quick", "check_note
            "git_state"]
 
 RECORD = "report.json"
+#: set for the kernel of a ``labkit report`` run: labkit's progress bars write text to the terminal's stderr
+PROGRESS_ENV = "PERFLAB_PROGRESS_TO"
 IMPORTED = "imported.json"
 #: tags the cell labkit appends to a run: it lists the versions of every package the kernel imported by the end
 CENSUS_TAG = "labkit-report-imports"
@@ -223,17 +225,24 @@ def _new_folder(root: Path, name: str) -> Path:
 
 
 @contextlib.contextmanager
-def _results_into(folder: Path) -> Iterator[None]:
-    # the kernel inherits this process's environment: what the notebook saves lands in the run's folder
-    before = os.environ.get("PERFLAB_RESULTS")
-    os.environ["PERFLAB_RESULTS"] = str(folder)
+def _kernel_env(folder: Path, progress: bool) -> Iterator[None]:
+    # the kernel inherits this process's environment: what the notebook saves lands in the run's folder, and
+    # (with progress) a long comparison's bar is drawn as text on the kernel's stderr, which is this terminal's
+    wanted = {"PERFLAB_RESULTS": str(folder), PROGRESS_ENV: "stderr" if progress else None}
+    before = {k: os.environ.get(k) for k in wanted}
+    for k, v in wanted.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("PERFLAB_RESULTS", None)
-        else:
-            os.environ["PERFLAB_RESULTS"] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _failed_cell(notebook: Path, error: Any, executed: Path) -> str:
@@ -305,7 +314,7 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     use_tuple_translator()
     source = _with_census(path, folder)
     try:
-        with _results_into(folder):
+        with _kernel_env(folder, progress):
             papermill.execute_notebook(str(source), str(run.executed), parameters=params,
                                        kernel_name=kernel, language=language, cwd=str(path.parent),
                                        progress_bar=progress, log_output=False, start_timeout=start_timeout)
