@@ -43,13 +43,15 @@ from typing import Any
 import numpy as np
 
 from labkit.clock import Clock
+from labkit.collector import MODES, check_mode, collector
 from labkit.errors import BadInputError
 from labkit.inputs import function, integer
 from labkit.machine import fingerprint
-from labkit.microbench import _result, calibrate, time_loop
+from labkit.microbench import _result
 from labkit.progress import steps_bar
 from labkit.results import Saveable
 from labkit.stats import RatioEstimate, format_duration, ratio_of_medians
+from labkit.workers import LocalSide, WorkerSide
 
 __all__ = ["Comparison", "compare", "plan_looks", "verdict_for"]
 
@@ -74,10 +76,13 @@ class Comparison(Saveable):
         confidence: the level of ``ci``, ``1 − α`` of the look that gave the verdict; the verdict tested
             ``p_value`` against ``1 − confidence``.
         look, looks: the look the verdict came from, and how many were planned (1 and 1: a fixed design).
+        baseline_gc, candidate_gc: garbage collections that landed in each timed sample (callables only).
+        baseline_gc_ns, candidate_gc_ns: the time each sample spent in them, on the comparison's clock.
+        gc: the collector's mode while timing (``as-is``, ``frozen``, ``disabled``).
     """
 
     KIND = "comparison"
-    VERSION = 2  # 2: confidence, look, looks (version 1 always read a 95 % interval)
+    VERSION = 3  # 2: confidence, look, looks (version 1 always read a 95 % interval); 3: the collector's counts
 
     baseline_name: str
     candidate_name: str
@@ -95,6 +100,11 @@ class Comparison(Saveable):
     confidence: float = 0.95
     look: int = 1
     looks: int = 1
+    baseline_gc: tuple[int, ...] = ()
+    candidate_gc: tuple[int, ...] = ()
+    baseline_gc_ns: tuple[int, ...] = ()
+    candidate_gc_ns: tuple[int, ...] = ()
+    gc: str = "as-is"
 
     @property
     def speedup(self) -> float:
@@ -166,7 +176,8 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             max_rounds: int | None = None, max_time: float = 3.0, min_effect: float = 0.05, alpha: float = 0.05,
             warmup: int = 2, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
             seed: int = 0, progress: bool | None = None,
-            inputs: Callable[[int], tuple[Any, ...]] | None = None) -> Comparison:
+            inputs: Callable[[int], tuple[Any, ...]] | None = None, gc: str = "as-is",
+            processes: bool = False) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 
     Args:
@@ -181,8 +192,10 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             (default: four times ``rounds``) — a clear difference is decided fast, a subtle one gets more data.
             Each look spends part of ``alpha`` (see the module docstring). Pass ``max_rounds=rounds`` for a
             fixed count: one look, at ``alpha``.
-        max_time: the time budget in seconds: the looks planned are those the budget allows at the pace the
-            warm-up showed, and no look starts once it is spent.
+        max_time: the time budget in seconds for the whole comparison, calibration and warm-up included: the
+            looks planned are those the time left allows at the pace the warm-up showed, and once it is spent
+            no round starts — past the fewest rounds a verdict needs (6 at α = 0.05), which are always taken.
+            A comparison cut short says so in its warnings.
         min_effect: the relative difference below which the two count as the same (0.05 = ±5 %).
         alpha: the chance of a false verdict, over all looks together (0.05: the interval read at a single
             look is 95 %; with four planned looks, 98.75 % at each).
@@ -197,6 +210,17 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             is one call (no loop calibration), and building the input is not timed: make inputs big enough
             that one call lasts well over 10 µs. Warm-up calls use inputs of their own (negative ``k``).
             This is what exercise graders time with (see :mod:`labkit.check`).
+        gc: the cyclic garbage collector while timing (see :data:`labkit.collector.MODES`): ``"as-is"``
+            (default) leaves it as the program has it; ``"frozen"`` runs ``gc.collect()`` then ``gc.freeze()``
+            first, so collections skip every object alive before the comparison — in a notebook, the kernel's
+            — and see only what the calls allocate; ``"disabled"`` turns it off. Either way the collections
+            that land in each timed sample are counted (``baseline_gc``, ``candidate_gc``), and a warning names
+            the collector when they take 1 % of a side's timed time or more.
+        processes: time each side in a fresh worker process of its own (``spawn``, as pyperf does), driven
+            round by round from here, so the verdict does not rest on this process's heap, imports or caches
+            (in a notebook, the kernel's): what it says carries over to a program running only that code.
+            The functions, arguments and ``inputs`` must be picklable (defined in a module); ``clock`` must
+            be the default. The statistics are the same.
 
     Raises:
         BadInputError: mixed inputs (a callable and a result), bad counts, or too few samples.
@@ -227,54 +251,107 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         raise BadInputError(f"min_sample_time must be a positive number of seconds, got {min_sample_time!r}")
     if not (isinstance(max_time, int | float) and max_time > 0):
         raise BadInputError(f"max_time must be a positive number of seconds, got {max_time!r}")
-    fns = (baseline, candidate)
+    gc_mode = check_mode(gc)
+    processes = bool(processes)
+    if processes and clock is not time.perf_counter_ns:
+        raise BadInputError("processes=True times each side in its own process with time.perf_counter_ns: "
+                            "pass no clock= with it")
+    with collector("as-is" if processes else gc_mode, clock) as watch:
+        fns = (baseline, candidate)
+        sides: list[Any] = []
+        try:
+            for i, fn in enumerate(fns):
+                sides.append(WorkerSide(fn, i, args, inputs, warmup, min_sample_time, gc_mode) if processes
+                             else LocalSide(fn, i, args, inputs, warmup, min_sample_time, clock, watch))
+            run = _interleaved(sides, rounds, max_rounds, max_time, alpha, min_effect, clock, seed, progress)
+            full = sum(side.full for side in sides) if processes else watch.full
+        finally:
+            for side in sides:
+                side.close()
+    samples, loops, warm, est, plan, look, counts, gc_ns, cut = run
+    na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
+    if na == nb:
+        na, nb = f"{na} (baseline)", f"{nb} (candidate)"
+    hint = "min_sample_time=" if inputs is None else "the size of what inputs= makes"
+    ra = _result(na, samples[0], loops[0], warm[0], more="max_rounds=", loops_hint=hint,
+                 collections=sum(c > 0 for c in counts[0]))
+    rb = _result(nb, samples[1], loops[1], warm[1], more="max_rounds=", loops_hint=hint,
+                 collections=sum(c > 0 for c in counts[1]))
+    warnings = ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings)
+    warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, full)
+    if cut is not None:
+        warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned: the verdict "
+                     f"rests on {cut[0]} rounds; raise max_time= for more, or make one call cheaper (a smaller "
+                     "input)",)
+    return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha, warnings, seed,
+                  est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan),
+                  gc_counts=(tuple(counts[0]), tuple(counts[1])), gc_ns=(tuple(gc_ns[0]), tuple(gc_ns[1])),
+                  gc_mode=gc_mode)
+
+
+def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float, alpha: float, min_effect: float,
+                 clock: Clock, seed: int, progress: bool | None) -> Any:
+    """Calibrate, warm up, plan the looks, then time interleaved rounds until a look decides or time is up."""
+    begun = clock()
+    deadline = begun + max_time * 1e9  # the whole comparison: calibration and warm-up included
     loops, warm = [], []
     round_ns = 0.0  # the pace: one round's wall time, as the warm-up showed it
-    for side, fn in enumerate(fns):
-        if inputs is None:
-            n, seen = calibrate(fn, args, min_sample_time * 1e9, clock)
-            warm.append(seen + [time_loop(fn, args, n, clock) / n for _ in range(warmup)])
-            round_ns += n * warm[-1][-1]
-        else:
-            n, timed = 1, []
-            for w in range(max(1, warmup)):
-                t0 = clock()
-                timed.append(float(time_loop(fn, _args_of(inputs, -1 - side - 2 * w), 1, clock)))
-                built_and_timed = clock() - t0
-            warm.append(timed)
-            round_ns += built_and_timed  # building an input is not timed, but it takes the budget's time
+    for side in sides:
+        n, seen, share = side.warm()
         loops.append(n)
-    # the plan is fixed here, before any counted round: how many rounds the time allows at the warm-up's pace
-    plan = plan_looks(rounds, max_rounds, alpha, affordable=max_time * 1e9 / round_ns if round_ns > 0 else None)
+        warm.append(seen)
+        round_ns += share
+    # the plan is fixed here, before any counted round: how many rounds the time left allows at the warm-up's pace
+    left = max(0.0, deadline - clock())
+    plan = plan_looks(rounds, max_rounds, alpha, affordable=left / round_ns if round_ns > 0 else None)
+    floor = _fewest_rounds(plan[0][1])  # out of time, a look still gets the rounds a verdict needs at the least
     samples: list[list[float]] = [[], []]
-    started = clock()
+    counts: list[list[int]] = [[], []]
+    gc_ns: list[list[int]] = [[], []]
     bar = steps_bar(progress, rounds, "A/B rounds", "round", expected_s=rounds * round_ns / 1e9)
-    look = 0
+    look, cut = 0, None
     for look, (target, alpha_look) in enumerate(plan, 1):
         if bar is not None and look > 1:
             bar.total = target
             bar.set_postfix_str(f"unclear so far: look {look} of {len(plan)}")
         for r in range(len(samples[0]), target):
+            if r >= floor and clock() > deadline:
+                cut = (r, plan[-1][0])
+                break
             order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
             for i in order:
-                call_args = args if inputs is None else _args_of(inputs, r)
-                samples[i].append(time_loop(fns[i], call_args, loops[i], clock) / loops[i])
+                ns, collections, in_gc = sides[i].sample(r)
+                samples[i].append(ns)
+                counts[i].append(collections)
+                gc_ns[i].append(in_gc)
             if bar is not None:
                 bar.update(1)
         est = _estimate(samples[0], samples[1], True, alpha_look, seed)
-        if (verdict_for(est.ci, est.p_value, min_effect, alpha_look) != "inconclusive"
-                or clock() - started > max_time * 1e9):
+        if cut is not None or verdict_for(est.ci, est.p_value, min_effect, alpha_look) != "inconclusive" \
+                or clock() > deadline:
             break  # decided; or out of time: the looks left are skipped and their α stays unspent
     if bar is not None:
         bar.close()
-    na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
-    if na == nb:
-        na, nb = f"{na} (baseline)", f"{nb} (candidate)"
-    ra = _result(na, samples[0], loops[0], warm[0])
-    rb = _result(nb, samples[1], loops[1], warm[1])
-    return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha,
-                  ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings), seed,
-                  est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan))
+    return samples, loops, warm, est, plan, look, counts, gc_ns, cut
+
+
+def _gc_warnings(names: tuple[str, str], samples: list[list[float]], counts: list[list[int]],
+                 gc_ns: list[list[int]], mode: str, full: int) -> tuple[str, ...]:
+    """The collector's share of the timed calls, when it matters (1 % of either side's timed time or more)."""
+    out = []
+    for name, s, c, g in zip(names, samples, counts, gc_ns, strict=True):
+        total = float(np.sum(s)) or 1.0
+        hit = sum(x > 0 for x in c)
+        share = float(np.sum(g)) / total if g else 0.0
+        if hit and share >= 0.01:
+            out.append(f"{name}: the garbage collector ran during {hit} of {len(c)} timed samples ({sum(c)} "
+                       f"collections, {full} of them full over the whole comparison), {share:.0%} of its timed "
+                       f"time — the collector, not other programs. gc='frozen' keeps it off the objects alive "
+                       f"before the comparison (it hides {MODES['frozen'].split(' (')[0]}); gc='disabled' turns "
+                       "it off (it hides the cost of the garbage the calls make)")
+    if out and mode != "as-is":
+        out.append(f"measured with gc={mode!r}, which hides {MODES[mode]}")
+    return tuple(out)
 
 
 def plan_looks(rounds: int, max_rounds: int, alpha: float, affordable: float | None = None
@@ -308,20 +385,16 @@ def _estimate(a: Any, b: Any, paired: bool, alpha_look: float, seed: int) -> Rat
     return ratio_of_medians(a, b, paired=paired, confidence=1 - alpha_look, resamples=resamples, seed=seed)
 
 
-def _args_of(inputs: Callable[[int], Any], k: int) -> tuple[Any, ...]:
-    args = inputs(k)
-    if not isinstance(args, tuple):
-        raise BadInputError(f"inputs({k}) must return a tuple of arguments, got {type(args).__name__}: "
-                            "return (x,) for a single argument")
-    return args
-
-
 def _build(na: str, nb: str, a: np.ndarray, b: np.ndarray, paired: bool, min_effect: float, alpha: float,
            warnings: tuple[str, ...], seed: int, *, est: RatioEstimate | None = None,
-           alpha_look: float | None = None, look: int = 1, looks: int = 1) -> Comparison:
+           alpha_look: float | None = None, look: int = 1, looks: int = 1,
+           gc_counts: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
+           gc_ns: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()), gc_mode: str = "as-is") -> Comparison:
     alpha_look = alpha if alpha_look is None else alpha_look
     est = est or _estimate(a, b, paired, alpha_look, seed)
     verdict = verdict_for(est.ci, est.p_value, min_effect, alpha_look)
     return Comparison(na, nb, tuple(map(float, a)), tuple(map(float, b)), est.ratio, est.ci, est.p_value,
                       verdict, paired, min_effect, alpha, warnings, fingerprint(), confidence=1 - alpha_look,
-                      look=look, looks=looks)
+                      look=look, looks=looks, baseline_gc=gc_counts[0], candidate_gc=gc_counts[1],
+                      baseline_gc_ns=tuple(map(int, gc_ns[0])), candidate_gc_ns=tuple(map(int, gc_ns[1])),
+                      gc=gc_mode)

@@ -8,7 +8,7 @@ catch those keep working.
 from __future__ import annotations
 
 __all__ = ["LabkitError", "BadInputError", "ResultsError", "ServiceError", "ProbeUnavailable", "ResultsWarning",
-           "NotebookError"]
+           "NotebookError", "BaselineError"]
 
 
 class LabkitError(Exception):
@@ -37,3 +37,7 @@ class ResultsWarning(UserWarning):
 
 class NotebookError(LabkitError, RuntimeError):
     """A notebook failed while running (a cell raised, the kernel died), or cannot be turned into a report."""
+
+
+class BaselineError(BadInputError):
+    """A report's ``--baseline`` cannot stand for this run (another notebook, a failed run, other parameters)."""

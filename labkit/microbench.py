@@ -111,19 +111,30 @@ def calibrate(fn: Callable[..., Any], args: tuple[Any, ...], min_sample_ns: floa
 
 
 def diagnose(samples_ns: list[float] | tuple[float, ...], loops: int, warmup_ns: list[float] | tuple[float, ...],
-             clock_resolution_ns: float, load: float | None, cores: int) -> tuple[str, ...]:
-    """The warnings a result deserves, each saying what to do."""
+             clock_resolution_ns: float, load: float | None, cores: int, *, more: str = "repeat=",
+             loops_hint: str = "loops= or min_sample_time=", collections: int = 0) -> tuple[str, ...]:
+    """The warnings a result deserves, each saying what to do.
+
+    ``more`` and ``loops_hint`` name the caller's parameters that take more samples and lengthen a sample;
+    ``collections`` is how many samples a garbage collection landed in (then the collector, not other
+    programs, is the first suspect for a wide spread).
+    """
     warnings = []
     s = spread(samples_ns)
-    if s > WIDE_SPREAD:
+    if s > WIDE_SPREAD and collections:
+        warnings.append(
+            f"the samples spread widely (IQR is {s:.0%} of the median), and the garbage collector ran during "
+            f"{collections} of {len(samples_ns)} of them: see the collector's warning (choose gc=) before blaming "
+            f"other programs; a larger {more} helps only once the cause is gone")
+    elif s > WIDE_SPREAD:
         warnings.append(
             f"the samples spread widely (IQR is {s:.0%} of the median): close other programs, check "
-            f"`labkit doctor`, and rerun with a larger repeat=; trust medians and comparisons, not one run")
+            f"`labkit doctor`, and rerun with a larger {more}; trust medians and comparisons, not one run")
     sample_ns = float(np.median(samples_ns)) * loops
     if sample_ns < 1000 * clock_resolution_ns:
         warnings.append(
             f"each sample lasts only {format_duration(sample_ns)}, close to the clock's resolution "
-            f"({format_duration(clock_resolution_ns)}): raise loops= or min_sample_time= so a sample lasts "
+            f"({format_duration(clock_resolution_ns)}): raise {loops_hint} so a sample lasts "
             "at least a millisecond")
     if load is not None and load > 0.8 * cores:
         warnings.append(
@@ -166,11 +177,11 @@ def bench(fn: Callable[..., Any], *args: Any, name: str | None = None, repeat: i
     return _result(name or getattr(fn, "__name__", repr(fn)), samples, loops, warm)
 
 
-def _result(name: str, samples: list[float], loops: int, warm: list[float]) -> BenchResult:
+def _result(name: str, samples: list[float], loops: int, warm: list[float], **hints: Any) -> BenchResult:
     res = time.get_clock_info("perf_counter").resolution * 1e9
     try:
         load: float | None = os.getloadavg()[0]
     except OSError:
         load = None
-    warnings = diagnose(samples, loops, warm, res, load, os.cpu_count() or 1)
+    warnings = diagnose(samples, loops, warm, res, load, os.cpu_count() or 1, **hints)
     return BenchResult(name, tuple(samples), loops, tuple(warm), warnings, fingerprint())

@@ -3,11 +3,14 @@
 Every helper that can take long takes ``progress: bool | None = None``: ``True`` or ``False`` is obeyed;
 ``None`` (the default) shows a bar only inside a Jupyter kernel (a script or a test stays quiet) and, when the
 helper can tell how long the work should take, only if that is over :data:`QUICK_S` seconds (a bar that
-flashes by is noise). The bars are ``tqdm.auto``: a widget in Jupyter, text on stderr in a terminal.
+flashes by is noise). The bars are ``tqdm.auto``: a widget in Jupyter, text on stderr in a terminal — and text
+on the kernel's own stderr inside a ``labkit report`` run (``PERFLAB_PROGRESS_TO=stderr``), whose terminal shows
+it where nobody would see the widget.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -40,6 +43,10 @@ def steps_bar(progress: bool | None, total: int, desc: str, unit: str, *,
 
     Call ``bar.update()`` after each step and ``bar.close()`` at the end (both only when it is not None).
     """
+    if os.environ.get("PERFLAB_PROGRESS_TO") == "stderr" and progress is not False:
+        from tqdm import tqdm as text_bar
+
+        return text_bar(total=total, desc=desc, unit=unit, leave=False, file=sys.__stderr__, mininterval=1.0)
     if not show_progress(progress, expected_s=expected_s):
         return None
     from tqdm.auto import tqdm

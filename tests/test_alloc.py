@@ -198,3 +198,25 @@ def test_keyword_named_like_an_option_goes_through_partial():
         return list(range(calls))
 
     assert alloc.count(functools.partial(f, calls=3), calls=1, census=False).calls == 1
+
+
+# -- the process's resident memory (RSS high-water), which sees native allocations too ---------------------------
+
+
+def test_rss_peak_sees_a_native_allocation_in_place_and_in_a_fresh_process(tmp_path):
+    import numpy as np
+
+    from labkit.alloc import RssPeak
+
+    mib = 2**20
+    # GIVEN numpy.ones, which allocates and fills (so touches) 80 MiB outside Python's object allocator
+    here = alloc.rss_peak(np.ones, 10 * mib)
+    assert not here.fresh and "VmHWM" in here.method and here.added_bytes >= 70 * mib
+    assert alloc.rss_peak(np.ones, 10).added_bytes < 8 * mib             # a tiny call: no such peak
+    fresh = alloc.rss_peak(np.ones, 10 * mib, fresh=True)
+    assert fresh.fresh and fresh.added_bytes >= 70 * mib and "fresh process" in str(fresh)
+    assert RssPeak.load(here.save(tmp_path / "rss.json")) == here
+    with pytest.raises(BadInputError, match="cannot be pickled"):
+        alloc.rss_peak(lambda: None, fresh=True)
+    with pytest.raises(BadInputError, match="needs a callable"):
+        alloc.rss_peak(np.ones(3))

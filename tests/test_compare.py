@@ -286,3 +286,123 @@ def test_fresh_inputs_stay_fresh_across_looks(clock):
     # THEN it used every planned look (10, 15, 20 rounds), and each round's input was timed once per side
     assert (c.look, c.looks) == (3, 3) and len(c.baseline_ns) == 20
     assert sorted(timed) == sorted(list(range(20)) * 2)
+
+
+# -- the garbage collector -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def slow_collections(clock):
+    """Every collection takes 50 µs on the fake clock (ticked as it ends, before compare's watcher reads it)."""
+    import gc
+
+    def tick(phase, info):
+        if phase == "stop":
+            clock.tick(50_000)
+
+    gc.callbacks.insert(0, tick)
+    yield clock
+    gc.callbacks.remove(tick)
+
+
+def test_collections_in_the_timed_calls_are_counted_per_sample_and_the_warning_names_the_collector(slow_collections,
+                                                                                                   tmp_path):
+    import gc
+
+    clock = slow_collections
+
+    def base():
+        clock.tick(1000)
+
+    def cand():
+        clock.tick(1000)
+        gc.collect(0)    # stands in for the collections an allocating call triggers
+
+    c = compare(base, cand, rounds=6, max_rounds=6, warmup=0, min_sample_time=1e-7, clock=clock)
+    assert len(c.candidate_gc) == len(c.candidate_ns) == 6 and all(n >= 1 for n in c.candidate_gc)
+    assert all(ns >= 50_000 * n for ns, n in zip(c.candidate_gc_ns, c.candidate_gc, strict=True))
+    assert c.verdict == "slower" and c.gc == "as-is"
+    [warning] = [w for w in c.warnings if "garbage collector ran" in w]
+    assert warning.startswith("cand: the garbage collector ran during 6 of 6 timed samples")
+    assert "the collector, not other programs" in warning and "gc='frozen'" in warning and "gc='disabled'" in warning
+    assert not any("repeat=" in w for w in c.warnings)           # compare() has no repeat=
+    back = Comparison.load(c.save(tmp_path / "c.json"))
+    assert back.candidate_gc == c.candidate_gc and back.gc == "as-is"
+
+
+def _cycles():
+    for _ in range(3000):
+        a = []
+        a.append(a)   # a cycle: only the collector frees it
+
+
+def test_gc_disabled_hides_the_collections_frozen_keeps_the_old_objects_out_and_both_are_undone():
+    import gc
+
+    frozen_inside = []
+
+    def cand():
+        frozen_inside.append(gc.get_freeze_count())
+        _cycles()
+
+    kw = dict(rounds=6, max_rounds=6, warmup=0, progress=False)
+    as_is = compare(_cycles, _cycles, **kw)
+    off = compare(_cycles, _cycles, gc="disabled", **kw)
+    frozen = compare(_cycles, cand, gc="frozen", **kw)
+    assert sum(as_is.baseline_gc) > 0 and sum(off.baseline_gc) == sum(off.candidate_gc) == 0
+    assert off.gc == "disabled" and frozen.gc == "frozen"
+    assert min(frozen_inside) > 0 and gc.get_freeze_count() == 0 and gc.isenabled()
+    with pytest.raises(BadInputError, match="gc must be one of 'as-is', 'frozen', 'disabled'"):
+        compare(_cycles, _cycles, gc="off")
+    assert gc.isenabled()
+
+
+def test_max_time_caps_the_whole_comparison_calibration_and_warm_up_included(clock):
+    # GIVEN calls of 100 ms and 50 ms, and 30 rounds asked for (6 s of rounds) within max_time=3 s
+    c = compare(lambda: clock.tick(10**8), lambda: clock.tick(5 * 10**7), rounds=30, max_time=3.0,
+                min_sample_time=1e-7, clock=clock, progress=False)
+    # THEN no round started once the 3 s were spent (calibration + warm-up took 0.45 s), and it says so
+    elapsed = clock() / 1e9
+    assert 3.0 <= elapsed <= 3.0 + 0.15 + 1e-6 and len(c.baseline_ns) == 18
+    assert any(w.startswith("max_time=3 s ran out after 18 of the 30 rounds planned") for w in c.warnings)
+    assert c.verdict == "faster"       # 18 rounds all one way decide at the look's α
+    # and the fewest rounds a verdict needs are always taken, however small the budget
+    tiny = compare(lambda: clock.tick(10**8), lambda: clock.tick(5 * 10**7), rounds=30, max_time=0.01,
+                   min_sample_time=1e-7, clock=clock, progress=False)
+    assert len(tiny.baseline_ns) == 6
+
+
+# -- fresh worker processes --------------------------------------------------------------------------------------
+
+STATE = {"scale": 1}   # what this process has built up; a fresh worker process starts from the module as written
+
+
+def _spin(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def spin_fixed():
+    _spin(20_000)
+
+
+def spin_stateful():   # depends on the process it runs in, as a call does on the kernel's heap and caches
+    _spin(4_000 * STATE["scale"])
+
+
+def test_processes_give_the_verdict_of_a_fresh_process_where_this_ones_state_decides_it(monkeypatch):
+    # GIVEN a candidate whose cost depends on state built up in this process: here 2× the baseline's work,
+    # in a fresh process a fifth of it
+    monkeypatch.setitem(STATE, "scale", 10)
+    kw = dict(rounds=8, max_rounds=16, progress=False, min_sample_time=0.0005)
+    here = compare(spin_fixed, spin_stateful, **kw)
+    fresh = compare(spin_fixed, spin_stateful, processes=True, **kw)
+    # THEN in this process it is slower, in fresh workers faster — the verdict that carries over
+    assert here.verdict == "slower" and fresh.verdict == "faster"
+    assert len(fresh.baseline_ns) == len(fresh.baseline_gc) >= 8 and fresh.paired
+    with pytest.raises(BadInputError, match="cannot be pickled"):
+        compare(spin_fixed, lambda: None, processes=True)
+    with pytest.raises(BadInputError, match="pass no clock"):
+        compare(spin_fixed, spin_fixed, processes=True, clock=lambda: 0)

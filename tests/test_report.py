@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -25,6 +26,62 @@ from labkit.report.run import ReportRun, parse_parameters
 from labkit.report.static import WIDGET_STATE, WIDGET_VIEW, external_resources, make_static
 
 # -- parameters ----------------------------------------------------------------------------------------------
+
+
+def _declaring(path: Path, params: str, kernelspec: dict | None = None) -> Path:
+    meta = {"kernelspec": kernelspec} if kernelspec else {}
+    nbformat.write(new_notebook(cells=[new_markdown_cell("# q"), new_code_cell(params, metadata={"tags": ["parameters"]})],
+                                metadata=meta), path)
+    return path
+
+
+@pytest.mark.parametrize("given, typed", [
+    ("SIZES_MB=5,50", {"SIZES_MB": (5, 50)}), ("SIZES_MB=[5, 50]", {"SIZES_MB": (5, 50)}),
+    ("SIZES_MB=(5, 50)", {"SIZES_MB": (5, 50)}), ("SIZES_MB=5", {"SIZES_MB": (5,)}),
+    ("RATE=3", {"RATE": 3.0}), ("NAME=123", {"NAME": "123"}), ("N=2e6", {"N": 2_000_000}),
+    ("LIST=(3, 4)", {"LIST": [3, 4]}), ("NAMES=c,d", {"NAMES": ("c", "d")}), ("QUICK=true", {"QUICK": True})])
+def test_parameters_arrive_as_the_types_of_the_notebooks_defaults(tmp_path, given, typed):
+    from labkit.report.run import check_parameters
+
+    nb = _declaring(tmp_path / "t.ipynb", "SIZES_MB = (5, 50)\nQUICK = False\nRATE = 2.5\nNAME = 'x'\nN = 10**6\n"
+                                         "LIST = [1, 2]\nNAMES = ('a', 'b')")  # no kernel metadata at all
+    raw = {given.partition("=")[0]: given.partition("=")[2]}
+    got = check_parameters(nb, parse_parameters([given]), raw)
+    assert got == typed and all(type(got[k]) is type(v) for k, v in typed.items())
+
+
+@pytest.mark.parametrize("given, says", [("ROUNDS=2.5", "ROUNDS is a whole number"), ("QUICK=3", "QUICK is True/False"),
+                                         ("OPTS=[1]", "OPTS is a dict")])
+def test_a_value_that_cannot_be_its_parameters_type_is_refused_naming_the_default(tmp_path, given, says):
+    from labkit.report.run import check_parameters
+
+    nb = _declaring(tmp_path / "t.ipynb", "ROUNDS = 3\nQUICK = False\nOPTS = {'a': 1}")
+    with pytest.raises(BadInputError, match=says) as e:
+        check_parameters(nb, parse_parameters([given]), {given.split("=")[0]: given.split("=")[1]})
+    assert "its parameters cell says" in str(e.value)
+
+
+def test_papermill_gets_tuples_written_as_tuples():
+    from papermill.translators import papermill_translators
+
+    from labkit.report.params import use_tuple_translator
+
+    use_tuple_translator()
+    t = papermill_translators.find_translator("python3", "python")
+    assert t.translate((5, 50)) == "(5, 50)" and t.translate((5,)) == "(5,)"
+    assert t.translate({"a": [1, (2, "x")]}) == '{"a": [1, (2, "x")]}'
+
+
+def test_a_kernel_that_is_not_installed_is_refused_in_one_line_saying_what_to_add(tmp_path, capsys, monkeypatch):
+    from labkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    nb = _declaring(tmp_path / "k.ipynb", "QUICK = False", {"name": "julia-1.9", "language": "julia",
+                                                           "display_name": "Julia"})
+    assert main(["report", str(nb)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "asks for the kernel 'julia-1.9'" in err and '"kernelspec"' in err
+    assert "Traceback" not in err and not (tmp_path / "results").exists()
 
 
 def test_parameters_are_python_literals_else_text():
@@ -175,11 +232,36 @@ def test_render_puts_the_question_experiments_parameters_and_environment_on_top(
     top, body = r.html.split("Below: run.ipynb as it ran", 1)
     assert "Does batching help?" in top and "Does batching help?" not in body       # moved, not repeated
     assert "batched export" in top and "confirmed" in top and "planned only" in top and "not measured" in top
-    assert "<code>QUICK</code>" in top and "set for this run" in top
+    assert "<code>QUICK</code>" in top and "passed (-p)" in top
     assert "not in a git repository" in top                                      # tmp_path is not
     assert [e.title for e in r.experiments] == ["batched export", "planned only"] and r.changes is None
     assert body.count("<svg") >= 2 and "<td>42</td>" in body
     assert external_resources(r.html) == [] and "<script src" not in r.html
+
+
+def test_the_page_opens_with_the_decision_and_folds_long_hypotheses(tmp_path):
+    nb = _executed()
+    nb.cells.append(new_markdown_cell("## What would change my mind\n\n* **a slower tail under load** — then no."))
+    path = tmp_path / "run.ipynb"
+    nbformat.write(nb, path)
+    results = tmp_path / "results"
+    long = "one call per batch instead of one per item, so the per-call overhead is paid a fifth as often: " * 2
+    Experiment.plan("batched export", long, predicted_ratio=0.2).conclude(
+        compare([100.0, 102.0, 98.0] * 10, [20.0, 21.0, 19.0] * 10)).save(results)
+    Experiment.plan("planned only", "written down, never measured").save(results)
+    html = render(path, results=results).html
+    decision = html[html.index("<h2>Decision</h2>"):html.index("<h2>Experiments")]
+    assert "Does batching help?" in decision and "a slower tail under load" in decision
+    [line] = [li for li in decision.split("<li>") if "batched export" in li]
+    assert "the candidate is 5.00× faster (ratio 0.2, interval" in line and "predicted 0.2" in line
+    assert "confirmed" in line and "planned only</b>: not measured in this run" in decision
+    table = html[html.index("<h2>Experiments"):html.index("<h2>Parameters")]
+    assert '<div class="labkit-scroll"><table' in table
+    assert f"<summary>{long[:60].rsplit(' ', 1)[0]} …</summary>" in table and table.count(long.strip()) == 1
+    assert "every package the run imported</th><td>not recorded" in html       # not run by labkit report
+    # a notebook that says nothing about it is told how to
+    nbformat.write(_executed(), path)
+    assert "headed <code>## What would change my mind</code>" in render(path, results=results).html
 
 
 def test_a_page_that_would_reach_the_network_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
@@ -249,10 +331,13 @@ def test_bad_arguments_fail_fast_with_what_to_do(tmp_path, capsys, monkeypatch):
              (["report", str(nb), "-p", "ROUND=4"], "has no parameter ROUND; its parameters are QUICK, ROUNDS"),
              (["report", str(nb), "-p", "ROUNDS"], "NAME=VALUE"),
              (["report", str(nb), "--quick", "-p", "QUICK=False"], "disagree"),
+             (["report", str(nb), "-p", "ROUNDS=2.5"], "ROUNDS is a whole number"),
+             (["report"], "which notebook?"),
+             (["report", "--render", str(tmp_path)], "not the folder of a `labkit report` run"),
              (["report", str(nb), "--baseline", str(tmp_path / "nope")], "no such folder"),
              (["report", str(nb), "--baseline", str(tmp_path)], "holds no experiment record")]
     for argv, message in cases:
-        assert main(argv) == 1, argv
+        assert main(argv) == (2 if "--baseline" in argv else 1), argv
         assert message in capsys.readouterr().err, argv
     assert not (tmp_path / "results").exists()      # nothing ran
 
@@ -278,14 +363,14 @@ def control_b(): work(3 * N // 2)
 for title, a, b, pred in (("spin: candidate", baseline, candidate, 0.5), ("spin: control", control_a, control_b, 1.5)):
     exp = labkit.Experiment.plan(title, "the candidate does a known share of the baseline's work", predicted_ratio=pred)
     exp.save()
-    exp = exp.conclude(labkit.compare(a, b, rounds=15, max_rounds=15, clock=time.thread_time_ns))
+    exp = exp.conclude(labkit.compare(a, b, rounds=15, max_rounds=15, clock=time.thread_time_ns, progress=True))
     exp.save()
     print(exp)
 '''
 
 
 @pytest.mark.slow
-def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unchanged(tmp_path, capsys, monkeypatch):
+def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unchanged(tmp_path, capfd, monkeypatch):
     from labkit.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -295,19 +380,24 @@ def test_a_slowdown_injected_into_the_candidate_is_marked_worse_and_a_rerun_unch
     def report(*args: str) -> tuple[Path, str]:
         before = {p for p in reports.glob("spin-*") if p.is_dir()} if reports.exists() else set()
         assert main(["report", str(nb), *args]) == 0
-        out = capsys.readouterr()
+        out = capfd.readouterr()
         [folder] = {p for p in reports.glob("spin-*") if p.is_dir()} - before
         return folder, out.out + out.err
 
     first, shown = report()
     assert "Executing" in shown                                  # papermill's progress bar, per cell
+    assert "A/B rounds" in shown                                 # and the kernel's comparisons', on this terminal
     same, shown = report("--baseline", str(first), "--no-progress")
-    assert "against the baseline: nothing changed" in shown
-    slowed, shown = report("--baseline", str(first), "-p", "SLOWDOWN=40_000", "--no-progress")
+    assert "against the baseline: nothing changed" in shown and "A/B rounds" not in shown
+    # a slowdown injected through a parameter is "other parameters": refused unless compared anyway
+    assert main(["report", str(nb), "--baseline", str(first), "-p", "SLOWDOWN=40_000"]) == 2
+    assert "SLOWDOWN = 40000 now, 0 then" in capfd.readouterr().err
+    slowed, shown = report("--baseline", str(first), "-p", "SLOWDOWN=40_000", "--no-progress", "--compare-anyway")
     assert "against the baseline: worse — spin: candidate" in shown and "control" not in shown.split("baseline:")[-1]
     html = Path(ReportRun.find(slowed).html).read_text()
     banner = html[html.index("Against the baseline"):html.index("</div>", html.index("Against the baseline"))]
     assert "1 worse" in banner and "1 unchanged" in banner and "spin: candidate" in banner
+    assert "parameter SLOWDOWN: 40000 now, 0 in the baseline" in banner
     assert ReportRun.find(slowed).parameters == {"SLOWDOWN": 40_000}
     then = {c.title: c for c in concluded_in(first)}
     now = {c.title: c for c in concluded_in(slowed)}
@@ -346,3 +436,169 @@ def test_the_template_runs_as_is_and_reports_its_two_experiments(template_report
     assert html.count('class="marks"') == 2 and external_resources(html) == []
     assert json.loads((Path(t.run.folder) / "report.json").read_text())["html"] == str(t.html)
     assert re.search(r"commit <code>[0-9a-f]{4,}</code>", top)
+
+
+# -- one real run shared by the parameter, baseline and --render tests (a kernel, ~4 s) --------------------------
+
+TYPED = '''
+import labkit
+assert isinstance(SIZES, tuple), f"SIZES arrived as {type(SIZES).__name__}: {SIZES!r}"
+print("SIZES", type(SIZES).__name__, SIZES)
+exp = labkit.Experiment.plan("halved", "the candidate does half the work", predicted_ratio=0.5)
+exp.conclude(labkit.compare([100.0, 101.0, 99.0] * 10, [50.0, 51.0, 49.0] * 10)).save()
+'''
+
+
+@pytest.fixture(scope="module")
+def typed_run(tmp_path_factory):
+    """``labkit report typed.ipynb -p SIZES=5,50,500 --quick`` on a notebook with no kernel metadata."""
+    import contextlib
+    import io
+
+    from labkit.cli import main
+
+    work = tmp_path_factory.mktemp("typed")
+    nb = work / "typed.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_markdown_cell("# Does halving the work halve the time?"),
+        new_code_cell("QUICK = False\nSIZES = (5, 50)\nLABEL = 'x'", metadata={"tags": ["parameters"]}),
+        new_code_cell(TYPED)]), nb)                               # no kernelspec, no language_info
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(err):
+        mp.chdir(work)
+        mp.setenv("PERFLAB_RESULTS", str(work / "results"))
+        code = main(["report", str(nb), "-p", "SIZES=5,50,500", "--quick", "--no-progress"])
+    folders = sorted((work / "results" / "reports").glob("typed-*/"))
+    return SimpleNamespace(code=code, err=err.getvalue(), nb=nb, work=work,
+                           run=ReportRun.find(folders[-1]) if folders else None)
+
+
+def _copy_run(run: ReportRun, where: Path, **changes) -> Path:
+    import shutil
+
+    folder = where / f"copy-{len(list(where.glob('copy-*')))}"
+    shutil.copytree(run.folder, folder)
+    record = json.loads((folder / "report.json").read_text())
+    record.update(changes)
+    (folder / "report.json").write_text(json.dumps(record))
+    return folder
+
+
+@pytest.mark.slow
+def test_a_tuple_parameter_arrives_as_a_tuple_and_the_page_says_where_each_value_came_from(typed_run):
+    t = typed_run
+    assert t.code == 0, t.err
+    out = "".join(o.get("text", "") for c in nbformat.read(t.run.executed, as_version=4).cells
+                  for o in c.get("outputs", []))
+    assert "SIZES tuple (5, 50, 500)" in out                                  # ran with the default kernel
+    assert t.run.sources == {"SIZES": "passed", "QUICK": "--quick"}
+    assert t.run.declared == {"QUICK": "False", "SIZES": "(5, 50)", "LABEL": "'x'"}
+    html = Path(t.run.html).read_text()
+    table = html[html.index("<th>value used</th>"):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<code>(\w+)</code></td><td><code>([^<]*)</code></td><td>([^<]*)</td>", table)
+    assert rows == [("QUICK", "True", "set by --quick"), ("SIZES", "(5, 50, 500)", "passed (-p)"),
+                    ("LABEL", "'x'", "the notebook's default")]
+    # every package the kernel imported, with its version; labkit's census cell is not on the page
+    import numpy
+
+    imported = json.loads((Path(t.run.folder) / "imported.json").read_text())["packages"]
+    assert imported["numpy"] == numpy.__version__ and "ipykernel" in imported
+    assert f"numpy {numpy.__version__}" in html[html.index("every package the run imported"):]
+    assert "_labkit_imported" not in html
+
+
+@pytest.mark.slow
+def test_a_baseline_of_another_notebook_a_failed_run_or_other_parameters_is_refused(typed_run, tmp_path, capsys,
+                                                                                    monkeypatch):
+    from labkit.cli import main
+
+    t = typed_run
+    monkeypatch.chdir(t.work)
+    monkeypatch.setenv("PERFLAB_RESULTS", str(t.work / "results"))
+    monkeypatch.setattr("labkit.report.pipeline.execute", lambda *a, **k: pytest.fail("the notebook ran"))
+    failed = _copy_run(t.run, tmp_path, status="failed", error="cell 3 of typed.ipynb raised KeyError: 'x'")
+    other = _copy_run(t.run, tmp_path, notebook=str(tmp_path / "other.ipynb"))
+    cases = [(failed, [], "is a failed run (cell 3 of typed.ipynb raised KeyError"),
+             (other, [], "is a run of other.ipynb, not of typed.ipynb"),
+             (t.run.folder, ["-p", "SIZES=5,50"], "ran with other parameters (SIZES = [5, 50] now, [5, 50, 500] then)"),
+             (t.run.folder, ["-p", "SIZES=5,50,500"], "ran with other parameters (QUICK = False now, True then)")]
+    for base, extra, says in cases:
+        assert main(["report", str(t.nb), "--quick" if "QUICK" not in says else "--no-progress", *extra,
+                     "--baseline", str(base)]) == 2, says
+        assert says in capsys.readouterr().err
+    # the API says the same, with the error class the CLI maps to exit 2
+    from labkit.errors import BaselineError
+
+    with pytest.raises(BaselineError, match="is a failed run"):
+        build(t.nb, {"SIZES": [5, 50, 500]}, quick=True, baseline=failed)
+
+
+@pytest.mark.slow
+def test_render_rebuilds_a_finished_runs_page_without_running_it_and_compares_anyway_when_asked(typed_run, tmp_path,
+                                                                                               capsys, monkeypatch):
+    from labkit.cli import main
+    from labkit.report.pipeline import rerender
+
+    t = typed_run
+    monkeypatch.setattr("papermill.execute_notebook", lambda *a, **k: pytest.fail("the notebook ran"))
+    executed = t.run.executed.read_bytes()
+    assert main(["report", "--render", t.run.folder]) == 0
+    assert "wrote " + t.run.html in capsys.readouterr().out
+    assert t.run.executed.read_bytes() == executed
+    other = _copy_run(t.run, tmp_path, parameters={"SIZES": [5, 50]}, notebook=str(tmp_path / "other.ipynb"))
+    assert main(["report", "--render", t.run.folder, "--baseline", str(other)]) == 2
+    assert "is a run of other.ipynb" in capsys.readouterr().err
+    assert main(["report", "--render", t.run.folder, "--baseline", str(other), "--compare-anyway",
+                 "--out", str(tmp_path / "anyway.html")]) == 0
+    html = (tmp_path / "anyway.html").read_text()
+    banner = html[html.index("Against the baseline"):]
+    assert "Compared anyway, though the runs differ" in banner
+    assert "the baseline is a run of other.ipynb, this one of typed.ipynb" in banner
+    assert "parameter SIZES: [5, 50, 500] now, [5, 50] in the baseline" in banner and "1 unchanged" in banner
+    run, rendered = rerender(t.run.folder, baseline=t.run.folder)
+    assert [c.status for c in rendered.changes] == ["unchanged"] and run.status == "complete"
+    with pytest.raises(BadInputError, match="pass no notebook"):
+        from labkit.cli.report import main as report_main
+        report_main(["--render", t.run.folder, str(t.nb)])
+
+
+# -- the template for reviewing your own functions ---------------------------------------------------------------
+
+
+def test_new_review_kind_function_copies_the_function_template_and_an_unknown_kind_is_refused(tmp_path, capsys,
+                                                                                               monkeypatch):
+    from labkit.cli import main
+    from labkit.report.review import TEMPLATES
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-review", "parsers", "--kind", "function"]) == 0
+    assert "on two example CSV parsers" in capsys.readouterr().out
+    assert (tmp_path / "parsers.ipynb").read_bytes() == TEMPLATES["function"].read_bytes()
+    assert new_review("shop", tmp_path).read_bytes() == TEMPLATE.read_bytes()       # the default stays toyshop
+    with pytest.raises(BadInputError, match="the review templates are toyshop, function"):
+        new_review("x", tmp_path, kind="service")
+    nb = nbformat.read(TEMPLATES["function"], as_version=4)
+    nbformat.validate(nb)
+    assert not [c for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    text = "\n".join(c.source for c in nb.cells)
+    for part in ("**Question.**", "make_input", "Experiment.plan", "sweep_sizes", "labkit.compare", "gc=",
+                 "rss_peak", "## What would change my mind"):
+        assert part in text, part
+
+
+@pytest.mark.slow
+def test_the_function_template_runs_as_is_and_its_page_leads_with_the_decision(tmp_path, capsys, monkeypatch):
+    from labkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-review", "parsers", "--kind", "function"]) == 0
+    assert main(["report", "parsers.ipynb", "--quick", "--no-progress"]) == 0, capsys.readouterr().err
+    [folder] = (tmp_path / "results" / "reports").glob("parsers-*/")
+    run = ReportRun.find(folder)
+    [c] = concluded_in(folder)
+    assert c.measured and c.verdict in ("faster", "slower", "same", "inconclusive")
+    html = Path(run.html).read_text()
+    decision = html[html.index("<h2>Decision</h2>"):html.index("<h2>Experiments")]
+    assert "Should it" in decision and "split instead of csv.reader, 5,000 rows" in decision
+    assert "quoted fields" in decision and external_resources(html) == []

@@ -7,6 +7,7 @@
     with alloc.Census() as census:               # every allocator call in a block (memray), e.g. one request
         handle(request)
     census.allocations
+    alloc.rss_peak(read_table, path).added_bytes  # the process's resident memory at its highest (native too)
 
 Counting is never timing: the tracers slow the code they watch, so nothing here holds a time
 (time the untraced code with :func:`labkit.bench` or :func:`labkit.compare`). What each number can and
@@ -20,13 +21,14 @@ from typing import Any
 
 from labkit.alloc.census import Census, census_unavailable
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
-from labkit.alloc.gc_facts import Collector, collector
+from labkit.alloc.gc_facts import InterpreterGC, interpreter_gc
 from labkit.alloc.pauses import GCPauses, PauseRecorder
+from labkit.alloc.rss import RssPeak, rss_peak
 from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
 
 __all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
            "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
-           "collector", "Collector", "pauses_chart", "pause_histogram_chart", "process_rounds_chart",
+           "interpreter_gc", "InterpreterGC", "rss_peak", "RssPeak", "pauses_chart", "pause_histogram_chart", "process_rounds_chart",
            "memory_growth_chart"]
 
 _CHARTS = {"pauses_chart", "pause_histogram_chart", "process_rounds_chart", "memory_growth_chart"}

@@ -2,11 +2,11 @@
 
 CPython's collector is not one thing across the versions learners run (3.11–3.14 and later); what a lab may
 say about *when* a collection runs, *how many generations* there are and *what a collection stops* depends on
-the running interpreter. :func:`collector` reads it off the running process, so a lab prints the facts that
+the running interpreter. :func:`interpreter_gc` reads it off the running process, so a lab prints the facts that
 hold here instead of stating one version's as if they held everywhere:
 
     from labkit import alloc
-    alloc.collector()          # version, build, kind of collector, generations, thresholds, where it runs
+    alloc.interpreter_gc()     # version, build, kind of collector, generations, thresholds, where it runs
 
 The facts, with their sources (CPython's documentation and changelog):
 
@@ -32,11 +32,11 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 
-__all__ = ["Collector", "collector"]
+__all__ = ["InterpreterGC", "interpreter_gc"]
 
 
 @dataclass(frozen=True)
-class Collector:
+class InterpreterGC:
     """The cyclic collector of one interpreter.
 
     Attributes:
@@ -89,16 +89,16 @@ def _kind(version: tuple[int, int, int], free_threaded: bool) -> str:
     return "generational"
 
 
-def collector(version: tuple[int, int, int] | None = None, free_threaded: bool | None = None,
-              threshold: tuple[int, ...] | None = None) -> Collector:
+def interpreter_gc(version: tuple[int, int, int] | None = None, free_threaded: bool | None = None,
+              threshold: tuple[int, ...] | None = None) -> InterpreterGC:
     """The collector of the running interpreter (or of the one described by the arguments, for what another
-    version does: ``collector((3, 14, 2))``)."""
+    version does: ``interpreter_gc((3, 14, 2))``)."""
     v = tuple(sys.version_info[:3]) if version is None else tuple(version)
     ft = bool(sysconfig.get_config_var("Py_GIL_DISABLED")) if free_threaded is None else free_threaded
     kind = _kind(v, ft)  # type: ignore[arg-type]
     stops = ("every thread (a stop-the-world collection)" if ft else
              "every thread that needs the GIL; threads inside C code that released it run on")
-    return Collector(version=v, free_threaded=ft, kind=kind,  # type: ignore[arg-type]
+    return InterpreterGC(version=v, free_threaded=ft, kind=kind,  # type: ignore[arg-type]
                      generations={"generational": 3, "incremental": 2, "free-threaded": 1}[kind],
                      threshold=tuple(gc.get_threshold()) if threshold is None else tuple(threshold),
                      runs_at="allocation" if v < (3, 12) else "eval breaker", stops=stops)

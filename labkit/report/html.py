@@ -9,6 +9,7 @@ outside itself: if there is any, no report is written and the error says what an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -18,9 +19,11 @@ from typing import Any
 
 from labkit.errors import NotebookError, ResultsError
 from labkit.report.baseline import Change, Concluded, concluded_in, diff
-from labkit.report.run import ReportRun
+from labkit.report.params import declared_parameters, differences, effective, typed_parameters
+from labkit.report.run import CENSUS_TAG, IMPORTED, ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
+from labkit.results import read_json
 
 __all__ = ["Rendered", "render", "write_html", "TEMPLATES"]
 
@@ -55,11 +58,58 @@ def _question(nb: Any) -> tuple[str, bool]:
             "run is meant to decide.</p>"), False
 
 
+def _what_would_change(nb: Any) -> str | None:
+    """The text of the notebook's "What would change my mind" section (a markdown cell so headed), as HTML."""
+    import re
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.strip().splitlines()
+        if lines and re.match(r"#+\s.*what would change", lines[0], re.IGNORECASE):
+            body = "\n".join(lines[1:]).strip()
+            return markdown2html_mistune(body) if body else None
+    return None
+
+
+def _imported(folder: str | os.PathLike[str] | None) -> dict[str, str] | None:
+    """The packages the run's kernel had imported by its end (``imported.json``), or None when not recorded."""
+    if folder is None or not (Path(folder) / IMPORTED).is_file():
+        return None
+    try:
+        return dict(read_json(Path(folder) / IMPORTED, kind="imported-packages").get("packages") or {})
+    except ResultsError:
+        return None
+
+
 def _run_of(folder: str | os.PathLike[str] | None) -> ReportRun | None:
     try:
         return ReportRun.find(folder) if folder is not None else None
     except ResultsError:  # a baseline made by hand, or by another labkit: its experiments still compare
         return None
+
+
+def _declared(source: Path) -> dict[str, str]:
+    try:
+        return declared_parameters(source)
+    except Exception:  # the source notebook moved or is unreadable: show what was passed
+        return {}
+
+
+def _differs(run: ReportRun | None, passed: dict[str, Any], declared: dict[str, str], source: Path,
+             then: ReportRun | None) -> list[str]:
+    """What differs between this run and the baseline's (another notebook, other parameters), in sentences."""
+    if then is None:
+        return ["the baseline has no report.json: whether it ran the same notebook with the same parameters "
+                "cannot be checked"]
+    lines = []
+    if Path(then.notebook).name != source.name:
+        lines.append(f"the baseline is a run of {Path(then.notebook).name}, this one of {source.name}")
+    moved = differences(effective(passed, declared), effective(then.parameters, then.declared or declared))
+    lines += [f"parameter {n}: {a!r} now, {b!r} in the baseline" for n, a, b in moved]
+    return lines
 
 
 def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] | None = None,
@@ -77,7 +127,6 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         NotebookError: the notebook cannot be read, or the page would load something from outside itself.
     """
     import nbformat
-    import papermill
     from nbconvert import HTMLExporter
 
     from labkit.machine import fingerprint
@@ -92,18 +141,22 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     given = Path(str(nb.metadata.get("papermill", {}).get("input_path") or path))
     source = Path(run.notebook) if run is not None else given if given.is_file() else path
     name = source.stem
+    nb.cells = [c for c in nb.cells if CENSUS_TAG not in c.metadata.get("tags", ())]  # labkit's, not the author's
     static, counts = make_static(nb)
     question, from_first_cell = _question(static)
+    change_mind = _what_would_change(static)
     if from_first_cell:
         static.cells = static.cells[1:]  # it is shown at the top, as the question
     folder = results if results is not None else (run.folder if run is not None else None)
     experiments = concluded_in(folder) if folder is not None else []
     changes = diff(experiments, concluded_in(baseline)) if baseline is not None else None
     passed = run.parameters if run is not None else dict(nb.metadata.get("papermill", {}).get("parameters", {}))
-    try:
-        declared = papermill.inspect_notebook(str(source))
-    except Exception:  # the source notebook moved or is unreadable: show what was passed
-        declared = {}
+    declared = run.declared if run is not None and run.declared else _declared(source)
+    with contextlib.suppress(Exception):  # report.json keeps a tuple as a list: show it as the notebook got it
+        passed = typed_parameters(source, passed, declared)
+    sources = run.sources if run is not None and run.sources else {k: "passed" for k in passed}
+    then = _run_of(baseline)
+    differs = _differs(run, passed, declared, source, then) if baseline is not None else []
     if run is not None:
         when = f"run {run.started_at}" + (f", took {run.duration_s:.0f} s" if run.duration_s else "")
         fp, git = run.fingerprint, run.git
@@ -111,14 +164,15 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         meta = nb.metadata.get("papermill", {})
         when = f"run {meta.get('start_time', '?')}, took {meta.get('duration') or 0:.0f} s"
         fp, git = fingerprint(), git_state(source)
+    imported = _imported(folder)
     notes = []
     if counts.get("missing"):
         notes.append(f"{counts['missing']} widget(s) had no saved state and are shown as text only.")
     summary = top(
         title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{escape(name)}.ipynb</b> · {escape(when)}",
         experiments=experiments, changes=changes, baseline=str(baseline) if baseline is not None else None,
-        baseline_run=_run_of(baseline), parameters=passed,
-        declared=declared, fingerprint=fp, git=git, notes=notes)
+        baseline_run=then, parameters=passed, declared=declared, sources=sources, differs=differs,
+        fingerprint=fp, git=git, notes=notes, change_mind_html=change_mind, imported=imported)
     static.metadata["title"] = f"{name} — perflab report"
     exporter = HTMLExporter(template_name="perflab", extra_template_basedirs=[str(TEMPLATES)])
     exporter.embed_images = True  # pictures referenced from text go into the page

@@ -10,7 +10,6 @@ error; the run's record says ``failed``. Nothing here renders: :mod:`labkit.repo
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import datetime as dt
@@ -18,18 +17,42 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, NotebookError, ResultsError
 from labkit.machine import fingerprint
+from labkit.report.params import declared_parameters, parse_parameters, typed_parameters, use_tuple_translator
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
-__all__ = ["ReportRun", "execute", "parse_parameters", "check_notebook", "check_parameters", "git_state"]
+__all__ = ["ReportRun", "execute", "parse_parameters", "with_quick", "check_notebook", "check_parameters", "check_kernel",
+           "git_state"]
 
 RECORD = "report.json"
+#: set for the kernel of a ``labkit report`` run: labkit's progress bars write text to the terminal's stderr
+PROGRESS_ENV = "PERFLAB_PROGRESS_TO"
+IMPORTED = "imported.json"
+#: tags the cell labkit appends to a run: it lists the versions of every package the kernel imported by the end
+CENSUS_TAG = "labkit-report-imports"
+_CENSUS = f"""\
+def _labkit_imported():  # added by labkit report: the packages this run imported, with versions
+    import json, os, sys
+    from importlib import metadata
+    where = metadata.packages_distributions()
+    found = {{}}
+    for top in sorted({{name.partition(".")[0] for name in list(sys.modules)}}):
+        for dist in where.get(top, ()):
+            try:
+                found[dist] = metadata.version(dist)
+            except Exception:
+                pass
+    with open(os.path.join(os.environ["PERFLAB_RESULTS"], "{IMPORTED}"), "w") as f:
+        json.dump({{"kind": "imported-packages", "version": 1, "packages": found}}, f)
+_labkit_imported()
+del _labkit_imported
+"""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -44,7 +67,7 @@ class ReportRun(Saveable):
     Attributes:
         notebook: the source notebook (absolute path).
         folder: the run's folder: the executed notebook, the results it saved, this record.
-        parameters: what was passed to the notebook's ``parameters`` cell.
+        parameters: what was passed to the notebook's ``parameters`` cell (typed as its defaults).
         started_at, finished_at: ISO timestamps (UTC).
         status: ``running``, ``executed`` (every cell ran), ``complete`` (the HTML is written) or ``failed``.
         duration_s: how long the notebook ran.
@@ -52,6 +75,9 @@ class ReportRun(Saveable):
         html: the report's path, once written.
         git: the notebook's repository: ``{"repository", "commit", "dirty", "notebook_committed"}``, or None.
         fingerprint: the machine when the run started (:func:`labkit.fingerprint`).
+        sources: where each passed parameter came from: ``passed`` (``-p``, or the API) or ``--quick``.
+        declared: the notebook's parameters cell when it ran: ``{name: default as written}``; the run used
+            those defaults for every parameter not in ``parameters``.
     """
 
     KIND = "report-run"
@@ -67,6 +93,8 @@ class ReportRun(Saveable):
     html: str | None = None
     git: dict[str, Any] | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    sources: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -89,36 +117,16 @@ class ReportRun(Saveable):
         return cls.from_dict(read_json(path, kind=cls.KIND)) if path.is_file() else None
 
 
-def parse_parameters(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["ROUNDS=10", "NAME=orjson"]`` → ``{"ROUNDS": 10, "NAME": "orjson"}``.
-
-    Values are read as Python literals (numbers, True/False/None, quoted strings, tuples, lists, dicts);
-    anything else is kept as text, as papermill's own command line does.
-    """
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
-            raise BadInputError(f"-p {pair!r}: write each parameter as NAME=VALUE, e.g. -p ROUNDS=10 "
-                                "or -p 'SIZES=(10, 100)'")
-        try:
-            value = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            value = text
-        if not _plain(value):
-            raise BadInputError(f"-p {pair!r}: a parameter is a number, text, True/False/None, or a list, tuple or "
-                                "dict of those (it is written into the notebook and kept in report.json)")
-        params[name] = value
-    return params
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, list | tuple):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return value is None or isinstance(value, bool | int | float | str)
+def with_quick(parameters: dict[str, Any] | None, quick: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """The parameters with ``QUICK=True`` added when ``quick``, and where each came from (``passed``,
+    ``--quick``)."""
+    params = dict(parameters or {})
+    sources = {k: "passed" for k in params}
+    if quick:
+        if params.get("QUICK", True) is not True:
+            raise BadInputError(f"--quick and -p QUICK={params['QUICK']!r} disagree: pass one of them")
+        params["QUICK"], sources["QUICK"] = True, "--quick"
+    return params, sources
 
 
 def check_notebook(notebook: str | os.PathLike[str]) -> Path:
@@ -140,13 +148,13 @@ def check_notebook(notebook: str | os.PathLike[str]) -> Path:
     return path.resolve()
 
 
-def check_parameters(notebook: Path, params: dict[str, Any]) -> None:
-    """Refuse a parameter the notebook's ``parameters`` cell does not declare (a typo would be ignored)."""
-    import papermill
-
+def check_parameters(notebook: Path, params: dict[str, Any], raw: dict[str, str] | None = None,
+                     declared: dict[str, str] | None = None) -> dict[str, Any]:
+    """``params`` as the types of the notebook's defaults (see :mod:`labkit.report.params`), after refusing a
+    parameter its ``parameters`` cell does not declare (a typo would be ignored)."""
+    declared = declared_parameters(notebook) if declared is None else declared
     if not params:
-        return
-    declared = papermill.inspect_notebook(str(notebook))
+        return {}
     if not declared:
         raise BadInputError(f"{notebook.name} has no cell tagged 'parameters', so {sorted(params)} cannot be "
                             "set: tag the cell that holds its knobs 'parameters' (View → Cell metadata)")
@@ -155,6 +163,29 @@ def check_parameters(notebook: Path, params: dict[str, Any]) -> None:
         what = "QUICK (from --quick)" if unknown == ["QUICK"] else ", ".join(unknown)
         raise BadInputError(f"{notebook.name} has no parameter {what}; its parameters are "
                             f"{', '.join(declared)}")
+    return typed_parameters(notebook, params, declared, raw)
+
+
+def check_kernel(notebook: Path) -> tuple[str, str]:
+    """The kernel to run ``notebook`` with and its language: the one its metadata names, else the default
+    Python kernel; refused in one line, saying what to add, when that kernel is not installed."""
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    meta = nbformat.read(notebook, as_version=4).metadata
+    spec = meta.get("kernelspec") or {}
+    name = spec.get("name") or "python3"
+    language = spec.get("language") or (meta.get("language_info") or {}).get("name") or "python"
+    installed = sorted(KernelSpecManager().find_kernel_specs())
+    if name not in installed:
+        asked = f"asks for the kernel {name!r}, which is" if spec.get("name") else \
+            f"names no kernel in its metadata, and the default one ({name!r}) is"
+        raise BadInputError(
+            f"{notebook.name} {asked} not installed here (installed: {', '.join(installed) or 'none'}): "
+            f"pick one in JupyterLab (Kernel → Change Kernel…) and save, or add "
+            f'"kernelspec": {{"name": "{installed[0] if installed else "python3"}", "language": "python", '
+            f'"display_name": "Python 3"}} to its metadata')
+    return name, language
 
 
 def git_state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -194,17 +225,24 @@ def _new_folder(root: Path, name: str) -> Path:
 
 
 @contextlib.contextmanager
-def _results_into(folder: Path) -> Iterator[None]:
-    # the kernel inherits this process's environment: what the notebook saves lands in the run's folder
-    before = os.environ.get("PERFLAB_RESULTS")
-    os.environ["PERFLAB_RESULTS"] = str(folder)
+def _kernel_env(folder: Path, progress: bool) -> Iterator[None]:
+    # the kernel inherits this process's environment: what the notebook saves lands in the run's folder, and
+    # (with progress) a long comparison's bar is drawn as text on the kernel's stderr, which is this terminal's
+    wanted = {"PERFLAB_RESULTS": str(folder), PROGRESS_ENV: "stderr" if progress else None}
+    before = {k: os.environ.get(k) for k in wanted}
+    for k, v in wanted.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("PERFLAB_RESULTS", None)
-        else:
-            os.environ["PERFLAB_RESULTS"] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _failed_cell(notebook: Path, error: Any, executed: Path) -> str:
@@ -220,39 +258,51 @@ def _failed_cell(notebook: Path, error: Any, executed: Path) -> str:
             f"{shown}\nThe executed notebook, up to that cell, is kept at {executed}; no report was written.")
 
 
-def _kernel_of(notebook: Path) -> str:
+def _with_census(notebook: Path, folder: Path) -> Path:
+    """A copy of the notebook, in the run's folder, with one last cell that lists the packages it imported."""
     import nbformat
+    from nbformat.v4 import new_code_cell
 
-    spec = nbformat.read(notebook, as_version=4).metadata.get("kernelspec") or {}
-    return spec.get("name") or "python3"
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells.append(new_code_cell(_CENSUS, metadata={"tags": [CENSUS_TAG]}))
+    copy = folder / f".{notebook.stem}.input.ipynb"
+    nbformat.write(nb, copy)
+    return copy
 
 
 def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
-            root: str | os.PathLike[str] | None = None, progress: bool | None = None,
+            quick: bool = False, raw: dict[str, str] | None = None,
+            root: str | os.PathLike[str] | None = None, progress: bool = True,
             start_timeout: float = 60) -> ReportRun:
     """Run ``notebook`` top to bottom with ``parameters`` in a new folder of its own, and return its record.
 
     Args:
         notebook: the ``.ipynb`` to run; its cells run with the notebook's folder as working directory.
-        parameters: values for the notebook's ``parameters`` cell (each must be declared there).
+        parameters: values for the notebook's ``parameters`` cell (each must be declared there); each is made
+            the type of its default (a tuple parameter takes a list).
+        quick: set ``QUICK=True`` (the notebook's quick settings); the record says it came from ``--quick``.
+        raw: the command-line text of each parameter (``"5,50"``), so a text parameter keeps what was typed.
         root: where run folders go (default: ``reports/`` under :func:`labkit.results.results_dir`).
         progress: show papermill's per-cell progress bar (:mod:`labkit.progress`: by default inside a notebook).
         start_timeout: seconds to wait for the kernel to start.
 
     Raises:
-        BadInputError: no such notebook, or a parameter it does not declare.
+        BadInputError: no such notebook, a parameter it does not declare or of the wrong type, or its kernel
+            is not installed.
         NotebookError: a cell raised (naming the cell, with its error) or the kernel could not run it.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from labkit.progress import show_progress
 
     path = check_notebook(notebook)
-    params = dict(parameters or {})
-    check_parameters(path, params)
+    declared = declared_parameters(path)
+    params, sources = with_quick(parameters, quick)
+    params = check_parameters(path, params, raw, declared)
+    kernel, language = check_kernel(path)
     folder = _new_folder(Path(root) if root is not None else results_dir() / "reports", path.stem).resolve()
-    run = ReportRun(str(path), str(folder), params, _now(), git=git_state(path), fingerprint=fingerprint())
+    run = ReportRun(str(path), str(folder), params, _now(), git=git_state(path), fingerprint=fingerprint(),
+                    sources=sources, declared=declared)
     run.save()
     t0 = time.perf_counter()
 
@@ -262,12 +312,13 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
         done.save()
         return done
 
+    use_tuple_translator()
+    source = _with_census(path, folder)
     try:
-        with _results_into(folder):
-            papermill.execute_notebook(str(path), str(run.executed), parameters=params,
-                                       kernel_name=_kernel_of(path), cwd=str(path.parent),
-                                       progress_bar=show_progress(progress), log_output=False,
-                                       start_timeout=start_timeout)
+        with _kernel_env(folder, progress):
+            papermill.execute_notebook(str(source), str(run.executed), parameters=params,
+                                       kernel_name=kernel, language=language, cwd=str(path.parent),
+                                       progress_bar=progress, log_output=False, start_timeout=start_timeout)
     except PapermillExecutionError as e:
         message = _failed_cell(path, e, run.executed)
         finish("failed", message)

@@ -10,7 +10,8 @@ from typing import Any
 
 from labkit.report.baseline import Change, Concluded
 
-__all__ = ["top", "experiments_table", "baseline_banner", "environment_table", "parameters_table"]
+__all__ = ["top", "decision_block", "answer", "experiments_table", "baseline_banner", "environment_table",
+           "parameters_table"]
 
 _COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "same": "#57606a", "inconclusive": "#9a6700",
             "better": "#1a7f37", "worse": "#cf222e", "unchanged": "#57606a", "confirmed": "#1a7f37",
@@ -31,8 +32,13 @@ CSS = """
   background: #f6f8fa; border: 1px solid #d0d7de; }
 .labkit-report .labkit-banner.changed { border-color: #cf222e; background: #fff5f5; }
 .labkit-report .labkit-banner.improved { border-color: #1a7f37; background: #f3fbf5; }
-.labkit-report .labkit-hyp { max-width: 420px; font-size: 13px; color: #24292f; }
+.labkit-report .labkit-hyp { max-width: 320px; font-size: 13px; color: #24292f; }
+.labkit-report .labkit-hyp summary { cursor: pointer; }
+.labkit-report .labkit-scroll { max-width: 100%; overflow-x: auto; }
+.labkit-report .labkit-decision { border: 1px solid #0969da; border-radius: 6px; padding: 4px 14px; margin: 8px 0; }
+.labkit-report .labkit-packages { max-height: 12em; overflow-y: auto; }
 .labkit-report .labkit-warn { color: #9a6700; }
+.labkit-report tr.labkit-set td { font-weight: 600; }
 .labkit-widget-note { color: #57606a; font-style: italic; }
 """
 
@@ -70,7 +76,7 @@ def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change
 
     rows = []
     for e in experiments:
-        cells = [td(f"<b>{escape(e.title)}</b>"), td(f"<div class='labkit-hyp'>{escape(e.hypothesis)}</div>"),
+        cells = [td(f"<b>{escape(e.title)}</b>"), td(_folded(e.hypothesis)),
                  td(_num(e.predicted_ratio), True), td(_num(e.ratio), True), td(_ci(e), True),
                  td(_tag(e.verdict or ("not measured" if not e.measured else None))), td(_tag(e.outcome))]
         if changes is not None:
@@ -81,11 +87,46 @@ def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change
     note = ("<p class='labkit-kicker'>ratio = candidate time / baseline time, measured interleaved in this run "
             "(below 1: the candidate is faster). Outcome: did the verdict go the predicted way, within 2× of the "
             "predicted ratio?</p>")
-    return (note + "<table class='labkit-experiments'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
-            + "".join(rows) + "</table>")
+    return (note + "<div class='labkit-scroll'><table class='labkit-experiments'><tr>"
+            + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table></div>")
 
 
-def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, now_fp: dict | None = None) -> str:
+def _folded(text: str, width: int = 60) -> str:
+    """A hypothesis in a table cell: its first words, the whole text one click away."""
+    if len(text) <= width:
+        return f"<div class='labkit-hyp'>{escape(text)}</div>"
+    cut = text[:width].rsplit(" ", 1)[0]
+    return (f"<details class='labkit-hyp'><summary>{escape(cut)} …</summary>{escape(text)}</details>")
+
+
+def answer(e: Concluded) -> str:
+    """One experiment's answer in one line: the verdict in words, the ratio with its interval, the prediction."""
+    if not e.measured:
+        return f"<b>{escape(e.title)}</b>: not measured in this run"
+    assert e.ratio is not None
+    stats = f"ratio {e.ratio:.3g}, interval {_ci(e)}"
+    said = {"faster": f"the candidate is {1 / e.ratio:.2f}× faster",
+            "slower": f"the candidate is {e.ratio:.2f}× slower",
+            "same": "no difference that matters (within the threshold)",
+            "inconclusive": "no answer: too noisy to tell"}.get(e.verdict or "", escape(str(e.verdict)))
+    pred = "" if e.predicted_ratio is None else f"; predicted {e.predicted_ratio:.3g}"
+    outcome = f" — {_tag(e.outcome)}" if e.outcome else ""
+    return f"{_tag(e.verdict)} <b>{escape(e.title)}</b>: {said} ({stats}{pred}){outcome}"
+
+
+def decision_block(question_html: str, experiments: Sequence[Concluded], change_mind_html: str | None) -> str:
+    """The top of the page: the question, each experiment's answer in one line, and what would change it."""
+    answers = "".join(f"<li>{answer(e)}</li>" for e in experiments) or \
+        "<li>no experiment was recorded: nothing is decided by this run</li>"
+    change = change_mind_html or ("<p>The notebook does not say what would change this decision: add a text cell "
+                                  "headed <code>## What would change my mind</code>.</p>")
+    return (f"<div class='labkit-decision'><h2>Decision</h2><div class='labkit-question'>{question_html}</div>"
+            f"<p><b>Answer</b>, per experiment:</p><ul>{answers}</ul>"
+            f"<p><b>What would change it</b>:</p><div class='labkit-change'>{change}</div></div>")
+
+
+def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, now_fp: dict | None = None,
+                    differs: Sequence[str] = ()) -> str:
     """The line at the very top: what changed (better/worse) against the baseline, then the rest in brief."""
     counts = {s: sum(c.status == s for c in changes) for s in ("worse", "better", "unchanged", "new", "missing",
                                                                 "unmeasured")}
@@ -107,20 +148,33 @@ def baseline_banner(changes: Sequence[Change], baseline: str, then: Any = None, 
         if moved:
             warn = (f"<p class='labkit-warn'>The baseline ran on a different machine or Python ({', '.join(moved)} "
                     "differ): ratios travel better than times, but read changes with care.</p>")
+    if differs:
+        warn += ("<p class='labkit-warn'><b>Compared anyway, though the runs differ:</b> "
+                 + "; ".join(escape(d) for d in differs) + ". Read every change below with that in mind.</p>")
     return (f"<div class='labkit-banner {klass}'><b>Against the baseline</b> {where}: {summary or 'nothing to compare'}"
             f"<ul>{items}</ul><span class='labkit-kicker'>Compared by title, ratio interval now vs then — never raw "
             f"samples across runs.</span>{warn}</div>")
 
 
-def parameters_table(passed: dict[str, Any], declared: dict[str, Any]) -> str:
-    """The notebook's parameters: the values passed for this run, and the others at their defaults."""
-    rows = [f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(repr(v))}</code></td><td>set for this run</td>"
-            f"</tr>" for k, v in passed.items()]
-    rows += [f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(str(d.get('default')))}</code></td>"
-             f"<td>the notebook's default</td></tr>" for k, d in declared.items() if k not in passed]
+_SOURCES = {"passed": "passed (-p)", "--quick": "set by --quick"}
+
+
+def parameters_table(passed: dict[str, Any], declared: dict[str, str], sources: dict[str, str] | None = None) -> str:
+    """Every parameter's value in this run, and where it came from: passed, set by ``--quick``, or the
+    notebook's default (as its parameters cell writes it)."""
+    sources = sources or {}
+    rows = []
+    for name in [*declared, *(k for k in passed if k not in declared)]:
+        if name in passed:
+            value, where = repr(passed[name]), _SOURCES.get(sources.get(name, "passed"), sources.get(name, ""))
+        else:
+            value, where = declared[name], "the notebook's default"
+        klass = "" if name not in passed else " class='labkit-set'"
+        rows.append(f"<tr{klass}><td><code>{escape(name)}</code></td><td><code>{escape(value)}</code></td>"
+                    f"<td>{escape(where)}</td></tr>")
     if not rows:
         return "<p>The notebook has no parameters cell; it ran as written.</p>"
-    return "<table><tr><th>parameter</th><th>value</th><th></th></tr>" + "".join(rows) + "</table>"
+    return ("<table><tr><th>parameter</th><th>value used</th><th>from</th></tr>" + "".join(rows) + "</table>")
 
 
 def _git_row(git: dict[str, Any] | None) -> str:
@@ -132,8 +186,9 @@ def _git_row(git: dict[str, Any] | None) -> str:
     return f"commit <code>{escape(str(git.get('commit')))}</code>, {dirty}{mine} — {escape(str(git.get('repository')))}"
 
 
-def environment_table(fp: dict[str, Any], git: dict[str, Any] | None) -> str:
-    """The machine and software the run measured on (the fingerprint at the start of the run)."""
+def environment_table(fp: dict[str, Any], git: dict[str, Any] | None, imported: dict[str, str] | None = None) -> str:
+    """The machine and software the run measured on (the fingerprint at the start of the run), and the version
+    of every package the run's kernel had imported by its end (``imported``, when recorded)."""
     gib = (fp.get("memory_total_bytes") or 0) / 2**30
     avail = (fp.get("memory_available_bytes") or 0) / 2**30
     lc = fp.get("git_commit") or "unknown"
@@ -150,22 +205,30 @@ def environment_table(fp: dict[str, Any], git: dict[str, Any] | None) -> str:
         ("Python", escape(f"{fp.get('python')} ({fp.get('python_implementation')})")),
         ("packages", escape(", ".join(f"{k} {v}" for k, v in (fp.get("packages") or {}).items()))),
     ]
+    if imported is not None:
+        listed = ", ".join(f"{k} {v}" for k, v in sorted(imported.items(), key=lambda kv: kv[0].lower()))
+        rows.append((f"every package the run imported ({len(imported)})",
+                     f"<div class='labkit-packages'>{escape(listed)}</div>"))
+    else:
+        rows.append(("every package the run imported", "not recorded (the run did not reach its end under "
+                                                       "<code>labkit report</code>)"))
     return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
 def top(*, title: str, question_html: str, kicker: str, experiments: Sequence[Concluded],
         changes: Sequence[Change] | None, baseline: str | None, baseline_run: Any, parameters: dict[str, Any],
-        declared: dict[str, Any], fingerprint: dict[str, Any], git: dict[str, Any] | None,
-        notes: Sequence[str] = ()) -> str:
+        declared: dict[str, str], fingerprint: dict[str, Any], git: dict[str, Any] | None,
+        notes: Sequence[str] = (), sources: dict[str, str] | None = None, differs: Sequence[str] = (),
+        change_mind_html: str | None = None, imported: dict[str, str] | None = None) -> str:
     """The whole summary section placed above the notebook in the report."""
     parts = [f"<section class='labkit-report' id='labkit-report'><style>{CSS}</style>",
              f"<p class='labkit-kicker'>{kicker}</p>"]
     if changes is not None and baseline is not None:
-        parts.append(baseline_banner(changes, baseline, baseline_run, fingerprint))
-    parts.append(f"<div class='labkit-question'>{question_html}</div>")
+        parts.append(baseline_banner(changes, baseline, baseline_run, fingerprint, differs))
+    parts.append(decision_block(question_html, experiments, change_mind_html))
     parts += [f"<h2>Experiments ({len(experiments)})</h2>", experiments_table(experiments, changes)]
-    parts += ["<h2>Parameters</h2>", parameters_table(parameters, declared)]
-    parts += ["<h2>Environment</h2>", environment_table(fingerprint, git)]
+    parts += ["<h2>Parameters</h2>", parameters_table(parameters, declared, sources)]
+    parts += ["<h2>Environment</h2>", environment_table(fingerprint, git, imported)]
     parts += [f"<p class='labkit-kicker'>{escape(n)}</p>" for n in notes]
     parts.append(f"<p class='labkit-kicker'>Below: {escape(title)} as it ran, every output kept.</p></section>")
     return "".join(parts)

@@ -1,4 +1,4 @@
-"""labkit.alloc.collector: the facts a GC lab states, as the running (or a named) interpreter has them."""
+"""labkit.alloc.interpreter_gc: the facts a GC lab states, as the running (or a named) interpreter has them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from labkit import alloc
 
 
 def test_the_running_interpreter_is_described_as_it_is():
-    c = alloc.collector()
+    c = alloc.interpreter_gc()
     assert c.version == tuple(sys.version_info[:3]) and c.threshold == gc.get_threshold()
     assert f"Python {sys.version_info[0]}.{sys.version_info[1]}" in c.summary()
 
@@ -27,7 +27,7 @@ def test_the_running_interpreter_is_described_as_it_is():
     ((3, 15, 0), False, "generational", 3, "eval breaker"),
 ])
 def test_each_version_gets_its_own_collector(version, ft, kind, gens, runs_at):
-    c = alloc.collector(version, free_threaded=ft, threshold=(2000, 10, 0))
+    c = alloc.interpreter_gc(version, free_threaded=ft, threshold=(2000, 10, 0))
     assert (c.kind, c.generations, c.runs_at) == (kind, gens, runs_at)
     text = c.summary()
     assert kind in text and ("released it run on" in text) is (not ft)
