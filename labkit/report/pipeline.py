@@ -104,7 +104,7 @@ def _check_out(out: str | os.PathLike[str] | None) -> None:
 def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
           quick: bool = False, raw: dict[str, str] | None = None,
           out: str | os.PathLike[str] | None = None, baseline: str | os.PathLike[str] | None = None,
-          compare_anyway: bool = False, root: str | os.PathLike[str] | None = None, progress: bool = True,
+          compare_anyway: bool = False, root: str | os.PathLike[str] | None = None, progress: bool | None = None,
           say: Callable[[str], None] | None = None) -> tuple[ReportRun, Rendered]:
     """Run ``notebook`` with ``parameters`` and write its report; return the run's record and the render.
 
@@ -118,7 +118,8 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
             with it by title (see :func:`check_baseline`).
         compare_anyway: accept a baseline of another notebook or other parameters; the page says what differs.
         root: where run folders go (default: ``results/reports/``).
-        progress: show papermill's progress bar.
+        progress: show papermill's progress bar (:mod:`labkit.progress`: by default inside a notebook;
+            ``labkit report`` shows it unless ``--no-progress``).
         say: where to print progress lines (default: stderr).
 
     Raises:

@@ -272,7 +272,7 @@ def _with_census(notebook: Path, folder: Path) -> Path:
 
 def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = None, *,
             quick: bool = False, raw: dict[str, str] | None = None,
-            root: str | os.PathLike[str] | None = None, progress: bool = True,
+            root: str | os.PathLike[str] | None = None, progress: bool | None = None,
             start_timeout: float = 60) -> ReportRun:
     """Run ``notebook`` top to bottom with ``parameters`` in a new folder of its own, and return its record.
 
@@ -294,6 +294,7 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    from labkit.progress import show_progress
 
     path = check_notebook(notebook)
     declared = declared_parameters(path)
@@ -315,6 +316,7 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     use_tuple_translator()
     source = _with_census(path, folder)
     try:
+        progress = show_progress(progress)
         with _kernel_env(folder, progress):
             papermill.execute_notebook(str(source), str(run.executed), parameters=params,
                                        kernel_name=kernel, language=language, cwd=str(path.parent),
