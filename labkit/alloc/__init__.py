@@ -22,10 +22,19 @@ from labkit.alloc.census import Census, census_unavailable
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
 from labkit.alloc.gc_facts import Collector, collector
 from labkit.alloc.pauses import GCPauses, PauseRecorder
-from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
+from labkit.alloc.service_gc import (
+    LONG_PAUSE_MS,
+    ProcessComparison,
+    compare_processes,
+    during_load,
+    overlapping,
+    service_pauses,
+    tracked_objects,
+)
 
 __all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
            "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
+           "tracked_objects", "overlapping", "LONG_PAUSE_MS",
            "collector", "Collector", "pauses_chart", "pause_histogram_chart", "process_rounds_chart",
            "memory_growth_chart"]
 
