@@ -29,8 +29,8 @@ from labkit.toyshop.app import FREEZE_AFTER
 from labkit.toyshop.heap import ROWS, _build
 
 QUICK = "--quick" in sys.argv
-PATH, RATE = "/customers/2/export", 200
-ROUNDS, ROUND_S = (6, 1.5) if QUICK else (8, 4.0)
+PATH, RATE = "/customers/2/export", 250
+ROUNDS, ROUND_S = (6, 1.2) if QUICK else (8, 4.0)
 
 
 def in_process() -> None:
@@ -67,7 +67,7 @@ def services() -> None:
                 urllib.request.urlopen(s.url + PATH, timeout=30).read()
         t = time.perf_counter()
         cmps = alloc.compare_processes(svcs[0], svcs[1:], PATH, rate=RATE, duration_s=ROUND_S, rounds=ROUNDS,
-                                       warmup_s=0.2, progress=False)
+                                       warmup_s=0.1, progress=False)
         print(f"\n{ROUNDS} rounds of {ROUND_S:g} s per side at {RATE} req/s on {PATH}, "
               f"{time.perf_counter() - t:.0f} s")
         for c in cmps:
