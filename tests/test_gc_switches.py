@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from labkit import alloc
 from labkit.toyshop import app as app_mod
 from labkit.toyshop import heap as heap_mod
 from labkit.toyshop.heap import StockHeap
@@ -64,6 +65,20 @@ def test_apply_gc_raises_only_the_young_threshold_for_threshold_and_tuned():
         gc.set_threshold(*saved)
 
 
+@pytest.mark.parametrize("mode, after", [("default", None), ("frozen", app_mod.FREEZE_AFTER),
+                                         ("threshold", None), ("tuned", app_mod.FREEZE_AFTER)])
+def test_only_frozen_and_tuned_wait_for_the_warm_up_to_freeze(mode, after):
+    from labkit.toyshop.catalog import FakeCatalog
+    from labkit.toyshop.dataset import ensure
+
+    db = ensure("small", quiet=True)
+    svc = app_mod.create_app(db, FakeCatalog.from_db(db), variants={"gc": mode}).state.service
+    try:
+        assert svc.freeze_after == after and svc.served == 0 and svc.heap.mode == "none"
+    finally:
+        svc.close()
+
+
 @pytest.mark.slow
 def test_each_gc_and_heap_value_on_a_real_service():
     from labkit.service import start
@@ -71,7 +86,7 @@ def test_each_gc_and_heap_value_on_a_real_service():
     default = gc.get_threshold()  # a fresh interpreter's (this test process does not change them)
     with start(size="small") as plain, start(size="small", variants={"gc": "frozen", "heap": "objects"}) as frozen, \
             start(size="small", variants={"gc": "threshold", "heap": "flat"}) as threshold:
-        base = _get(plain, "/gc?objects=1")["tracked_objects"]
+        base = alloc.tracked_objects(plain)
         # heap=objects: its rows are containers the collector tracks; flat: nothing more than no heap at all
         assert _get(frozen, "/gc?objects=1")["tracked_objects"] >= base + heap_mod.ROWS - 1000  # its rows, give or take
         assert _get(threshold, "/gc?objects=1")["tracked_objects"] < base + heap_mod.ROWS // 100

@@ -82,12 +82,7 @@ def service_pauses(service: Any, since_ns: int | None = None, *, objects: bool =
     if objects:
         query.append("objects=1")
     before = time.perf_counter_ns()
-    try:
-        with urllib.request.urlopen(f"{url}/gc" + ("?" + "&".join(query) if query else ""), timeout=timeout) as r:
-            body = json.loads(r.read())
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        raise ServiceError(f"could not read the GC log at {url}/gc ({e}): is the service still running? "
-                           "(svc.alive; svc.log_tail() shows why it stopped)") from e
+    body = _gc_log(url, query, timeout)
     after = time.perf_counter_ns()
     notes = []
     if not (before <= body["now_ns"] <= after):
@@ -104,8 +99,16 @@ def service_pauses(service: Any, since_ns: int | None = None, *, objects: bool =
 def tracked_objects(service: Any, timeout: float = 30.0) -> int:
     """How many objects a toyshop process's collector tracks now, frozen ones left out (``GET /gc?objects=1``:
     a ``gc.get_objects()`` walk in the service, slow on a big heap)."""
-    p = service_pauses(service, time.perf_counter_ns(), objects=True, timeout=timeout)
-    return int(next(n for n in p.notes if n.endswith("when read")).split()[0].replace(",", ""))
+    return int(_gc_log(_url_of(service), ["objects=1"], timeout)["tracked_objects"])
+
+
+def _gc_log(url: str, query: list[str], timeout: float) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(f"{url}/gc" + ("?" + "&".join(query) if query else ""), timeout=timeout) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise ServiceError(f"could not read the GC log at {url}/gc ({e}): is the service still running? "
+                           "(svc.alive; svc.log_tail() shows why it stopped)") from e
 
 
 def during_load(service: Any, path: str = "/health", *, name: str = "", cpus: Any = None,

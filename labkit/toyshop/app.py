@@ -34,6 +34,11 @@ Started with the process switch ``alloc=census``, the service counts every alloc
 is process-wide, so that service serves one request at a time (and one pool thread): its times are not
 comparable with an uncounted service's.
 
+The process switches ``gc`` and ``heap`` change the process: ``gc=threshold|tuned`` is applied at start
+(:func:`apply_gc`), the freeze of ``gc=frozen|tuned`` after :data:`FREEZE_AFTER` answered requests, and
+``heap=objects|flat`` keeps a snapshot reloaded in the background (:mod:`labkit.toyshop.heap`); ``/health``
+reports both.
+
 How each switch changes a request: ``cache=local`` answers product details from
 :class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
 :mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`; the rest pick a kernel of
