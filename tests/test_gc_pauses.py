@@ -6,6 +6,7 @@ import gc
 import time
 import warnings
 
+import numpy as np
 import pytest
 
 with warnings.catch_warnings():  # Starlette 1.x nudges towards httpx2; httpx still works for TestClient
@@ -154,6 +155,18 @@ def test_gc_log_refuses_bad_parameters_naming_them(client, query, parameter):
     assert r.status_code == 400 and r.json()["parameter"] == parameter
 
 
+def test_overlapping_marks_the_requests_in_flight_during_a_long_pause_only():
+    from types import SimpleNamespace
+
+    # GIVEN requests at 0, 10, 20, 30 ms lasting 5 ms, a 4 ms pause at 12 ms and a 0.5 ms one at 31 ms
+    load = SimpleNamespace(start_ns=np.array([0, 10, 20, 30]) * 1_000_000, samples_ns=np.full(4, 5_000_000))
+    pauses = GCPauses(((12_000_000, 4_000_000, 2, 0, 0), (31_000_000, 500_000, 0, 0, 0)), 0, 40_000_000,
+                      (700, 10, 10), 0, "3.11", True)
+    # THEN only the request in flight during the long one counts; with min_ms below 0.5, the short one too
+    assert alloc.overlapping(load, pauses).tolist() == [False, True, False, False]
+    assert alloc.overlapping(load, pauses, min_ms=0.1).tolist() == [False, True, False, True]
+
+
 @pytest.mark.slow
 def test_during_load_puts_the_service_pauses_on_the_load_axis_and_compare_processes_pairs_rounds():
     from labkit import alloc
@@ -170,3 +183,11 @@ def test_during_load_puts_the_service_pauses_on_the_load_axis_and_compare_proces
         assert set(cmp.to_frame()["process"]) == {"gc=default", "gc=tuned"}
         with pytest.raises(BadInputError, match="rounds"):
             alloc.compare_processes(a, b, "/health", rate=50, rounds=2)
+        # several candidates in one run: one comparison each, all paired with the baseline's same rounds
+        both = alloc.compare_processes(a, [b, a], "/health", rate=50, duration_s=0.3, rounds=3, warmup_s=0.1,
+                                       names=("base", "tuned", "again"))
+        assert [c.names for c in both] == [("base", "tuned"), ("base", "again")]
+        assert both[0].p50_ns[0] == both[1].p50_ns[0] and both[0].p90.paired
+        assert all(n >= 5 for n in both[0].requests[1]) and all(0 <= s <= 1 for s in both[0].overlap[1])
+        with pytest.raises(BadInputError, match="one label per service"):
+            alloc.compare_processes(a, [b], "/health", rate=50, rounds=3, names=("only",))

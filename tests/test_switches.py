@@ -72,7 +72,7 @@ def test_start_up_fills_every_default_and_checks_each_kind_of_switch():
     assert resolve({"queue": "unbounded"})["queue"] == "unbounded"
     for bad, says in [({"pool": 0}, "pool=0: must be an integer 1–1024, default 40"),
                       ({"pool": True}, "pool=True"), ({"queue": "-1"}, "queue='-1': must be unbounded, or an integer 0–1000000, default unbounded"),
-                      ({"gc": "x"}, "use one of default, tuned (default 'default')"),
+                      ({"gc": "x"}, "use one of default, frozen, threshold, tuned (default 'default')"),
                       ({"n1": "x"}, "use one of naive, batched, join (default 'naive')"),
                       ({"nplus1": "join"}, "unknown variant switch 'nplus1'; toyshop's switches are n1, io")]:
         with pytest.raises(BadInputError, match=says.replace("(", r"\(").replace(")", r"\)")):

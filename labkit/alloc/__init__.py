@@ -24,11 +24,20 @@ from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compa
 from labkit.alloc.gc_facts import InterpreterGC, interpreter_gc
 from labkit.alloc.pauses import GCPauses, PauseRecorder
 from labkit.alloc.rss import RssPeak, rss_peak
-from labkit.alloc.service_gc import ProcessComparison, compare_processes, during_load, service_pauses
+from labkit.alloc.service_gc import (
+    LONG_PAUSE_MS,
+    ProcessComparison,
+    compare_processes,
+    during_load,
+    overlapping,
+    service_pauses,
+    tracked_objects,
+)
 
 __all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
            "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
-           "interpreter_gc", "InterpreterGC", "rss_peak", "RssPeak", "pauses_chart", "pause_histogram_chart", "process_rounds_chart",
+           "tracked_objects", "overlapping", "LONG_PAUSE_MS", "interpreter_gc", "InterpreterGC", "rss_peak", "RssPeak",
+           "pauses_chart", "pause_histogram_chart", "process_rounds_chart",
            "memory_growth_chart"]
 
 _CHARTS = {"pauses_chart", "pause_histogram_chart", "process_rounds_chart", "memory_growth_chart"}

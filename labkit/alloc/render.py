@@ -88,15 +88,19 @@ def pause_histogram_chart(pauses: Any, *, title: str = "How long the collections
     ).properties(width=520, height=200)
 
 
-def process_rounds_chart(comparison: Any, *, title: str | None = None) -> alt.HConcatChart:
-    """Round by round, each process's P99 (left) and its largest GC pause (right), from
-    :func:`labkit.alloc.compare_processes` — a process-level comparison, labelled so."""
+def process_rounds_chart(comparison: Any, *, title: str | None = None, tail: int = 99) -> alt.HConcatChart:
+    """Round by round, each process's P99 (or the P90: ``tail=90``; left) and its largest GC pause (right), from
+    :func:`labkit.alloc.compare_processes` (one result, or the frames of several concatenated) — a
+    process-level comparison, labelled so."""
+    if tail not in (90, 99):
+        raise BadInputError(f"tail must be 90 or 99 (the percentile drawn), got {tail!r}")
     df = comparison.to_frame() if hasattr(comparison, "to_frame") else comparison
-    head = title or "Two processes, same load, alternating rounds (a process-level comparison)"
+    head = title or "Processes under the same load, alternating rounds (a process-level comparison)"
     colour = alt.Color("process:N", title=None)
     left = alt.Chart(df).mark_line(point=True).encode(
-        alt.X("round:O", title="round"), alt.Y("p99_ms:Q", title="P99 (ms)"), colour,
-        tooltip=["round:O", "process:N", alt.Tooltip("p99_ms:Q", format=".2f"), alt.Tooltip("p50_ms:Q", format=".2f")])
+        alt.X("round:O", title="round"), alt.Y(f"p{tail}_ms:Q", title=f"P{tail} (ms)"), colour,
+        tooltip=["round:O", "process:N", alt.Tooltip(f"p{tail}_ms:Q", format=".2f"),
+                 alt.Tooltip("p50_ms:Q", format=".2f")])
     right = alt.Chart(df).mark_bar().encode(
         alt.X("round:O", title="round"), alt.XOffset("process:N"), alt.Y("max_pause_ms:Q", title="largest GC pause (ms)"),
         colour, tooltip=["round:O", "process:N", alt.Tooltip("max_pause_ms:Q", format=".2f"), "pauses:Q", "gen2:Q"])

@@ -4,6 +4,7 @@
     pauses.to_frame()          # t_s on the same axis as load.to_frame()["t_s"] (the intended send times)
     cmp = alloc.compare_processes(default_svc, tuned_svc, "/customers/1/export", rate=40, rounds=6)
     cmp.p99                    # the P99 comparison, round by round (a labkit Comparison with a verdict)
+    a, b = alloc.compare_processes(base, [frozen, flat], path, rate=100, rounds=6)   # one run, each vs base
 
 toyshop records every collection of its process (:mod:`labkit.toyshop.gclog`, ``GET /gc``) on
 ``time.perf_counter_ns`` — ``CLOCK_MONOTONIC`` on Linux, one clock for every process on the machine — so the
@@ -11,10 +12,11 @@ pauses of the service and the send times of :mod:`labkit.load` share a time axis
 checks that (the service's clock reading must fall between two of ours) and says so when it does not.
 
 A GC setting such as ``gc=tuned`` changes the *process* (its thresholds, what is frozen), so it cannot be
-switched per request: :func:`compare_processes` runs the same load against two service processes in
-alternating rounds (A B B A …), so that whatever else the machine does lands on both alike, and compares
-their P99 round by round. It is a comparison of two processes — their heaps, caches and luck differ
-too — and is labelled as such.
+switched per request: :func:`compare_processes` runs the same load against two (or more) service processes in
+alternating rounds (A B B A …; with more, each round rotates the order), so that whatever else the machine does
+lands on all alike, and compares each candidate's P99 and P90 with the baseline's round by round, with the share
+of requests that were in flight during a pause of at least :data:`LONG_PAUSE_MS`. It is a comparison of
+processes — their heaps, caches and luck differ too — and is labelled as such.
 """
 
 from __future__ import annotations
@@ -33,7 +35,24 @@ from labkit.errors import BadInputError, ServiceError
 from labkit.inputs import integer, loopback_url, number
 from labkit.results import Saveable, TextRepr
 
-__all__ = ["service_pauses", "during_load", "compare_processes", "ProcessComparison"]
+__all__ = ["service_pauses", "tracked_objects", "during_load", "compare_processes", "ProcessComparison",
+           "overlapping", "LONG_PAUSE_MS"]
+
+#: a pause at least this long counts for :func:`overlapping` (a young collection of a small heap is far shorter).
+LONG_PAUSE_MS = 1.0
+
+
+def overlapping(load: Any, pauses: GCPauses, min_ms: float = LONG_PAUSE_MS) -> Any:
+    """Per request of ``load`` (a :class:`labkit.load.LoadResult`), whether it was in flight during one of
+    ``pauses`` (on the load's axis, as :func:`during_load` returns them) lasting at least ``min_ms``: a bool
+    array in the order of ``load.samples_ns``."""
+    start = np.asarray(load.start_ns, dtype=float)
+    end = start + np.asarray(load.samples_ns, dtype=float)
+    hit = np.zeros(start.size, dtype=bool)
+    for t, d in zip(pauses.column("start_ns"), pauses.column("dur_ns"), strict=True):
+        if d >= min_ms * 1e6:
+            hit |= (start <= t + d) & (end >= t)
+    return hit
 
 
 def _url_of(service: Any) -> str:
@@ -63,12 +82,7 @@ def service_pauses(service: Any, since_ns: int | None = None, *, objects: bool =
     if objects:
         query.append("objects=1")
     before = time.perf_counter_ns()
-    try:
-        with urllib.request.urlopen(f"{url}/gc" + ("?" + "&".join(query) if query else ""), timeout=timeout) as r:
-            body = json.loads(r.read())
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        raise ServiceError(f"could not read the GC log at {url}/gc ({e}): is the service still running? "
-                           "(svc.alive; svc.log_tail() shows why it stopped)") from e
+    body = _gc_log(url, query, timeout)
     after = time.perf_counter_ns()
     notes = []
     if not (before <= body["now_ns"] <= after):
@@ -80,6 +94,21 @@ def service_pauses(service: Any, since_ns: int | None = None, *, objects: bool =
     return GCPauses(tuple(tuple(p) for p in body["pauses"]), body["t0_ns"], body["window_ns"],  # type: ignore[arg-type]
                     tuple(body["threshold"]), body["frozen"], body["python"], body["enabled"], body["dropped"],
                     f"toyshop pid {pid}" if pid else url, tuple(notes))
+
+
+def tracked_objects(service: Any, timeout: float = 30.0) -> int:
+    """How many objects a toyshop process's collector tracks now, frozen ones left out (``GET /gc?objects=1``:
+    a ``gc.get_objects()`` walk in the service, slow on a big heap)."""
+    return int(_gc_log(_url_of(service), ["objects=1"], timeout)["tracked_objects"])
+
+
+def _gc_log(url: str, query: list[str], timeout: float) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(f"{url}/gc" + ("?" + "&".join(query) if query else ""), timeout=timeout) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise ServiceError(f"could not read the GC log at {url}/gc ({e}): is the service still running? "
+                           "(svc.alive; svc.log_tail() shows why it stopped)") from e
 
 
 def during_load(service: Any, path: str = "/health", *, name: str = "", cpus: Any = None,
@@ -117,6 +146,9 @@ class ProcessComparison(TextRepr, Saveable):
         names: labels of the baseline and candidate processes (``"gc=default"``, ``"gc=tuned"``).
         path, rate, duration_s: the load of every round.
         p50_ns, p99_ns: per round, per side: ``((baseline…), (candidate…))``.
+        p90_ns, overlap: per round, per side: the P90, and the share of requests in flight during a pause of
+            at least :data:`LONG_PAUSE_MS`.
+        requests: per round, per side: requests answered (a P99 of fewer than 300 is close to the maximum).
         max_pause_ns, pauses, gc_ms: per round, per side: the largest GC pause, the number of collections
             and their total time during the round's measured window.
         gen2: per round, per side: full (generation 2) collections.
@@ -136,6 +168,9 @@ class ProcessComparison(TextRepr, Saveable):
     gc_ms: tuple[tuple[float, ...], tuple[float, ...]]
     gen2: tuple[tuple[int, ...], tuple[int, ...]]
     errors: tuple[int, int] = (0, 0)
+    p90_ns: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    overlap: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    requests: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -162,19 +197,26 @@ class ProcessComparison(TextRepr, Saveable):
         return self._cmp(self.p99_ns, "P99")
 
     @property
+    def p90(self) -> Any:
+        """Candidate vs baseline P90, paired by round: the tail a round of a few hundred requests can show."""
+        return self._cmp(self.p90_ns, "P90")
+
+    @property
     def p50(self) -> Any:
         """Candidate vs baseline P50, paired by round."""
         return self._cmp(self.p50_ns, "P50")
 
     def to_frame(self) -> Any:
-        """One row per round and side: round, process, p50_ms, p99_ms, max_pause_ms, pauses, gc_ms, gen2."""
+        """One row per round and side: round, process, requests, p50_ms, p90_ms, p99_ms, overlap (share of
+        requests in a long pause), max_pause_ms, pauses, gc_ms, gen2."""
         import pandas as pd
 
         rows = []
         for side in (0, 1):
             for r in range(self.rounds):
-                rows.append({"round": r, "process": self.names[side], "p50_ms": self.p50_ns[side][r] / 1e6,
-                             "p99_ms": self.p99_ns[side][r] / 1e6, "max_pause_ms": self.max_pause_ns[side][r] / 1e6,
+                rows.append({"round": r, "process": self.names[side], "requests": self.requests[side][r],
+                             "p50_ms": self.p50_ns[side][r] / 1e6, "p90_ms": self.p90_ns[side][r] / 1e6,
+                             "p99_ms": self.p99_ns[side][r] / 1e6, "overlap": self.overlap[side][r], "max_pause_ms": self.max_pause_ns[side][r] / 1e6,
                              "pauses": self.pauses[side][r], "gc_ms": self.gc_ms[side][r], "gen2": self.gen2[side][r]})
         return pd.DataFrame(rows)
 
@@ -183,54 +225,72 @@ class ProcessComparison(TextRepr, Saveable):
         worst = [max(self.max_pause_ns[s], default=0) / 1e6 for s in (0, 1)]
         return (f"{b} vs {a} — two processes, {self.path} at {self.rate:g} req/s, {self.rounds} rounds of "
                 f"{self.duration_s:g} s each, alternating (process-level comparison)\n"
-                f"  P99: {self.p99.summary()}\n  P50: {self.p50.summary()}\n"
+                f"  P99: {self.p99.summary()}\n  P90: {self.p90.summary()}\n  P50: {self.p50.summary()}\n"
+                f"  requests per round (median): {int(np.median(self.requests[0]))} vs "
+                f"{int(np.median(self.requests[1]))}; in flight during a pause ≥ {LONG_PAUSE_MS:g} ms (median "
+                f"share): {np.median(self.overlap[0]):.1%} vs {np.median(self.overlap[1]):.1%}\n"
                 f"  largest GC pause: {a} {worst[0]:.2f} ms, {b} {worst[1]:.2f} ms; collections per round "
                 f"(median): {int(np.median(self.pauses[0]))} vs {int(np.median(self.pauses[1]))}; failed "
                 f"requests: {self.errors[0]} vs {self.errors[1]}")
 
 
 def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, duration_s: float = 3.0,
-                      rounds: int = 6, warmup_s: float = 0.5, names: tuple[str, str] | None = None,
-                      progress: bool | None = None, **load_kwargs: Any) -> ProcessComparison:
-    """The same open-loop load against two service processes in alternating rounds (A B B A …).
+                      rounds: int = 6, warmup_s: float = 0.5, names: Any = None,
+                      progress: bool | None = None, **load_kwargs: Any) -> Any:
+    """The same open-loop load against two or more service processes in alternating rounds.
 
     Args:
-        baseline, candidate: two running toyshop services (e.g. started with ``variants={"gc": "tuned"}``).
-        path: the request path both get.
+        baseline: a running toyshop service (e.g. ``variants={"heap": "objects"}``).
+        candidate: another (e.g. ``variants={"heap": "objects", "gc": "frozen"}``), or a list of them: one run
+            then measures all, each round in a rotated order (reversed every other round), and each is
+            compared with the baseline's rounds.
+        path: the request path all get.
         rate: requests per second (open loop, fixed: the comparison is at equal offered load).
         duration_s: measured seconds per round and side; ``warmup_s`` before each, not counted.
-        rounds: rounds per side (≥ 3).
-        names: labels (default: each service's ``gc`` switch, e.g. ``"gc=default"``).
+        rounds: rounds per side (≥ 3; the paired test needs 6 for a verdict).
+        names: labels, baseline first (default: each service's ``gc`` and ``heap`` switches that differ
+            from the defaults, e.g. ``"gc=frozen"``).
         progress: a progress bar over the rounds (default: in a notebook).
         load_kwargs: other knobs of :func:`labkit.load.run` (``arrivals``, ``timeout_s`` …).
+
+    Returns:
+        a :class:`ProcessComparison` for one candidate; a list of them, one per candidate, for a list.
     """
-    integer(rounds, "rounds", low=3, hint="each side's P99 is compared round by round, e.g. rounds=5")
+    integer(rounds, "rounds", low=3, hint="each side's P99 is compared round by round, e.g. rounds=6")
     number(rate, "rate", unit="requests per second")
-    services = (baseline, candidate)
+    several = isinstance(candidate, list | tuple)
+    services = (baseline, *candidate) if several else (baseline, candidate)
     if names is None:
-        names = tuple(f"gc={getattr(s, 'variants', {}).get('gc', '?')}" for s in services)  # type: ignore[assignment]
-        if names[0] == names[1]:
-            names = (f"{names[0]} (A)", f"{names[1]} (B)")
+        names = [_label(s) for s in services]
+        if len(set(names)) < len(names):
+            names = [f"{n} ({chr(65 + i)})" for i, n in enumerate(names)]
+    names = tuple(names)
+    if len(names) != len(services):
+        raise BadInputError(f"names: give one label per service, baseline first ({len(services)}), "
+                            f"got {len(names)}")
     from labkit.progress import steps_bar
 
-    bar = steps_bar(progress, 2 * rounds, "process A/B rounds", "run")
-    cols: dict[str, list[list[Any]]] = {k: [[], []] for k in ("p50", "p99", "max", "n", "ms", "g2")}
-    errors = [0, 0]
+    n = len(services)
+    bar = steps_bar(progress, n * rounds, "process rounds", "run")
+    keys = ("p50", "p90", "p99", "max", "n", "ms", "g2", "ov", "req")
+    cols: dict[str, list[list[Any]]] = {k: [[] for _ in services] for k in keys}
+    errors = [0] * n
     try:
         for r in range(rounds):
-            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+            order = [(i + r) % n for i in range(n)]
+            for side in (order if r % 2 == 0 else order[::-1]):
                 load, pauses = during_load(services[side], path, rate=rate, duration_s=duration_s,
                                            warmup_s=warmup_s, progress=False, **load_kwargs)
                 if load.responses < 2:
                     raise ServiceError(f"round {r}: {names[side]} answered {load.responses} requests "
                                        f"({load.errors}); is it overloaded at {rate:g} req/s? Lower the rate")
-                q = load.percentiles((50.0, 99.0))
-                cols["p50"][side].append(q[50.0])
-                cols["p99"][side].append(q[99.0])
-                cols["max"][side].append(pauses.max_ns)
-                cols["n"][side].append(pauses.count)
-                cols["ms"][side].append(pauses.total_ns / 1e6)
-                cols["g2"][side].append(pauses.generation(2).count)
+                q = load.percentiles((50.0, 90.0, 99.0))
+                for k, v in (("p50", q[50.0]), ("p90", q[90.0]), ("p99", q[99.0]), ("max", pauses.max_ns),
+                             ("n", pauses.count), ("ms", pauses.total_ns / 1e6),
+                             ("g2", pauses.generation(2).count),
+                             ("ov", float(overlapping(load, pauses).mean()) if load.responses else 0.0),
+                             ("req", int(load.responses))):
+                    cols[k][side].append(v)
                 errors[side] += load.error_count
                 if bar is not None:
                     bar.update(1)
@@ -239,8 +299,21 @@ def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, 
             bar.close()
     from labkit.machine import fingerprint
 
-    def pair(k: str) -> Any:
-        return tuple(cols[k][0]), tuple(cols[k][1])
+    fp = fingerprint()
 
-    return ProcessComparison(tuple(names), path, float(rate), float(duration_s), pair("p50"), pair("p99"),  # type: ignore[arg-type]
-                             pair("max"), pair("n"), pair("ms"), pair("g2"), (errors[0], errors[1]), fingerprint())
+    def one(c: int) -> ProcessComparison:
+        def pair(k: str) -> Any:
+            return tuple(cols[k][0]), tuple(cols[k][c])
+
+        return ProcessComparison((names[0], names[c]), path, float(rate), float(duration_s), pair("p50"),
+                                 pair("p99"), pair("max"), pair("n"), pair("ms"), pair("g2"),
+                                 (errors[0], errors[c]), pair("p90"), pair("ov"), pair("req"), fp)
+
+    results = [one(c) for c in range(1, n)]
+    return results if several else results[0]
+
+
+def _label(service: Any) -> str:
+    v = getattr(service, "variants", {}) or {}
+    parts = [f"{k}={v[k]}" for k in ("gc", "heap") if k in v and v[k] not in ("default", "none")]
+    return " ".join(parts) or f"gc={v.get('gc', '?')}"

@@ -34,6 +34,11 @@ Started with the process switch ``alloc=census``, the service counts every alloc
 is process-wide, so that service serves one request at a time (and one pool thread): its times are not
 comparable with an uncounted service's.
 
+The process switches ``gc`` and ``heap`` change the process: ``gc=threshold|tuned`` is applied at start
+(:func:`apply_gc`), the freeze of ``gc=frozen|tuned`` after :data:`FREEZE_AFTER` answered requests, and
+``heap=objects|flat`` keeps a snapshot reloaded in the background (:mod:`labkit.toyshop.heap`); ``/health``
+reports both.
+
 How each switch changes a request: ``cache=local`` answers product details from
 :class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
 :mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`; the rest pick a kernel of
@@ -67,6 +72,7 @@ from labkit.toyshop import gclog
 from labkit.toyshop.catalog import Catalog, RemoteCatalog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
+from labkit.toyshop.heap import StockHeap
 from labkit.toyshop.inflight import Counts, InFlight
 from labkit.toyshop.openapi import openapi_schema
 from labkit.toyshop.pipeline import (
@@ -98,13 +104,20 @@ _clock = time.perf_counter_ns
 _KEY = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
+#: ``gc=frozen`` / ``gc=tuned`` freeze once the service has answered this many requests (its warm-up).
+FREEZE_AFTER = 100
+#: ``gc=threshold`` / ``gc=tuned``: the young generation's threshold (CPython's default is printed by
+#: ``gc.get_threshold()``: 700 up to 3.13, 2000 on 3.14).
+GEN0_THRESHOLD = 50_000
+
+
 def apply_gc(mode: str) -> None:
-    """Process switch ``gc``: ``tuned`` freezes every object alive now (startup state is never scanned
-    again) and raises the gen-0 threshold from 700 to 50,000 allocations; ``default`` leaves CPython's GC."""
-    if mode == "tuned":
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(50_000, 20, 20)
+    """Process switch ``gc``, the part applied at start: ``threshold`` and ``tuned`` raise only the young
+    generation's threshold to :data:`GEN0_THRESHOLD` (the older generations' stay as they are); ``default`` and
+    ``frozen`` change nothing here. The freeze of ``frozen`` and ``tuned`` comes after warm-up, not at start:
+    :meth:`_Service.answered`."""
+    if mode in ("threshold", "tuned"):
+        gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
 class _Service:
@@ -124,11 +137,30 @@ class _Service:
         self.pool = BufferPool(scribble=settings["scribble"] == "on")  # the statement's buffers=pooled
         self.product_cache = ProductCache(catalog, preload=_hot_products(db_path))  # started by its first lookup
         self.request_log = RequestLog(request_log)
-        self.respond = Pipeline(settings, self.request_log).respond  # how every endpoint answers
+        self.heap = StockHeap(settings["heap"]).start()  # heap=objects|flat: the reloaded long-lived snapshot
+        self.served = 0  # requests answered, for the freeze after warm-up (gc=frozen|tuned)
+        self.freeze_after = FREEZE_AFTER if settings["gc"] in ("frozen", "tuned") else None
+        self._respond = Pipeline(settings, self.request_log).respond
+
+    async def respond(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """How every endpoint answers (:class:`labkit.toyshop.pipeline.Pipeline`), counted for the warm-up."""
+        response = await self._respond(request, *args, **kwargs)
+        self.answered()
+        return response
+
+    def answered(self) -> None:
+        """One more request answered; with ``gc=frozen|tuned``, the :data:`FREEZE_AFTER`-th is the end of the
+        warm-up: collect, then ``gc.freeze()`` everything alive (modules, framework, caches, the heap's snapshot
+        of the moment) into the permanent generation that collections no longer traverse."""
+        self.served += 1
+        if self.served == self.freeze_after:
+            gc.collect()
+            gc.freeze()
 
     def close(self) -> None:
         """Stop the product cache's refresher and write every queued access-log line (process shutdown)."""
         self.product_cache.stop()
+        self.heap.stop()
         self.request_log.close()
 
     def conn(self) -> ToyshopConnection:
@@ -226,8 +258,8 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
         db_path: a toyshop SQLite file (see :func:`labkit.toyshop.dataset.ensure`).
         catalog: the :class:`labkit.toyshop.catalog.RemoteCatalog` to ask for product details: a
             :class:`~labkit.toyshop.catalog.CatalogClient` (or ``FakeCatalog`` in tests).
-        variants: the process's switches (``docs/switches.md``); ``gc`` is applied by the launcher
-            (:func:`apply_gc`), not here.
+        variants: the process's switches (``docs/switches.md``); ``gc``'s threshold is applied by the launcher
+            (:func:`apply_gc`), its freeze after warm-up here; ``heap`` starts its reloader here.
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
         request_log: the access-log file for ``log=sync|queued`` (default: a temporary file).
 
@@ -243,7 +275,9 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
             with span("parse"):
                 ctx["sw"], _ = svc.switches(request)
             return {"status": "ok", "role": "toyshop", "variants": svc.settings, "dataset": str(svc.db_path),
-                    "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()},
+                    "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(),
+                           "freeze_after": svc.freeze_after, "served": svc.served},
+                    "heap": svc.heap.stats(),
                     "threads": threading.active_count()}
         return await svc.respond(request, h)
 

@@ -128,9 +128,15 @@ TABLE: tuple[Switch, ...] = (
     Switch("preset", _R, "08_capstone", "none: each switch as given; baseline / all: the capstone's slow "
                                         "configuration / every request-level fix (a switch given beside it wins)",
            ("none", *PRESETS)),
-    Switch("gc", _P, "06_gc_profiling", "CPython's GC thresholds vs gc.freeze() after start-up and a gen-0 "
-                                          "threshold of 50,000 allocations (CPython's: 700)",
-           ("default", "tuned")),
+    Switch("gc", _P, "06_gc_profiling", "default: CPython's collector as it is; frozen: gc.collect() then "
+                                          "gc.freeze() once the service has answered 100 requests (after "
+                                          "warm-up); threshold: only the young generation's threshold raised to "
+                                          "50,000; tuned: both of those, two changes at once (lab 08)",
+           ("default", "frozen", "threshold", "tuned")),
+    Switch("heap", _P, "06_gc_profiling", "a long-lived stock snapshot of 300,000 rows reloaded every second in "
+                                          "the background: none; objects: one small list per row (containers "
+                                          "the collector tracks); flat: the same rows in NumPy arrays (nothing "
+                                          "for it to traverse)", ("none", "objects", "flat")),
     Switch("pool", _P, "07_tail_latency", "threads that run the blocking SQLite work", range=(1, 1024),
            default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work"),
     Switch("queue", _P, "07_tail_latency", "unbounded: requests wait for a pool thread however many are waiting; "
