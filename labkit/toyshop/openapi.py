@@ -56,7 +56,8 @@ def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True, s
     responses: dict[str, Any] = {
         "200": {"description": "OK: the format the Accept header picks (JSON for */*); codec= picks the encoder",
                 "headers": _TIMING, "content": content},
-        "406": {"description": "Accept names no format this endpoint can send; the body lists those it can",
+        "406": {"description": "Accept names no format this endpoint can send, or Accept-Encoding refuses identity "
+                               "and every coding the service has; the body lists what it can send",
                 "content": {"application/json": {"schema": _ERROR}}},
         "400": {"description": "a bad parameter, named in the body", "headers": _TIMING,
                 "content": {"application/json": {"schema": _ERROR}}},
