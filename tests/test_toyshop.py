@@ -466,3 +466,30 @@ def test_every_catalog_the_service_uses_has_the_catalog_protocol(db, catalog):
     view = ProductCache(catalog, autostart=False).view()
     assert isinstance(view, Catalog) and not isinstance(view, RemoteCatalog)
     client.close()
+
+
+def test_reach_follows_outages_from_the_calls_and_logs_their_start_and_end(caplog):
+    from labkit.toyshop.catalog import Reach
+
+    now = [100.0]
+    reach = Reach("http://127.0.0.1:9", clock=lambda: now[0])
+    reach.answered()
+    assert reach.as_dict() == {"state": "up", "outages": 0, "failed_calls": 0, "since_s": 0.0, "last_error": None}
+    with caplog.at_level("WARNING", logger="labkit.toyshop"):
+        now[0] = 101.0
+        reach.failed("ConnectionRefusedError(111)")
+        now[0] = 101.5
+        reach.failed("ConnectionRefusedError(111)")
+        assert reach.as_dict() == {"state": "down", "outages": 1, "failed_calls": 2, "since_s": 0.5,
+                                   "last_error": "ConnectionRefusedError(111)"}
+        now[0] = 103.0
+        reach.answered()
+    assert reach.as_dict()["state"] == "up" and reach.as_dict()["outages"] == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "catalog at http://127.0.0.1:9 does not answer (ConnectionRefusedError(111)): catalog calls answer 502 "
+        "until it is back",
+        "catalog at http://127.0.0.1:9 answers again after 2.0 s down (2 failed calls so far)"]
+
+
+def test_health_reports_the_catalog(client):
+    assert client.get("/health").json()["catalog"]["state"] == "up"

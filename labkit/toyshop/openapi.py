@@ -23,6 +23,14 @@ _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog 
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
 
 
+_CATALOG = {"type": "object", "description": "whether the catalog answers, as the calls to it found out (it is "
+                                            "restarted when it dies)",
+            "required": ["state", "outages", "failed_calls"],
+            "properties": {"state": {"enum": ["up", "down"]}, "outages": {"type": "integer", "minimum": 0},
+                           "failed_calls": {"type": "integer", "minimum": 0}, "since_s": {"type": "number"},
+                           "last_error": {"type": ["string", "null"]}}}
+
+
 def _switch_schema(s: Switch) -> dict[str, Any]:
     if s.range is not None:
         return {"type": "integer", "minimum": s.range[0], "maximum": s.range[1], "default": s.default}
@@ -44,7 +52,7 @@ def _health() -> dict[str, Any]:
     op = _op("liveness and the process's variant settings", [], not_found=False)
     op["get"]["responses"]["200"]["content"]["application/json"]["schema"] = {
         "type": "object", "properties": {"status": {"type": "string"}, "role": {"type": "string"},
-                                         "variants": variants}}
+                                         "variants": variants, "catalog": _CATALOG}}
     return op
 
 
