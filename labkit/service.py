@@ -22,6 +22,7 @@ answers again as soon as the new catalog does — the order service is never res
 
 from __future__ import annotations
 
+import errno
 import functools
 import http.client
 import json
@@ -43,7 +44,7 @@ from typing import Any
 
 from labkit.errors import BadInputError, ServiceError
 
-__all__ = ["Service", "start", "RESTART_ATTEMPTS"]
+__all__ = ["Service", "start", "RESTART_ATTEMPTS", "PortInUse"]
 
 #: tries to bring a dead catalog back (per outage), waiting 0.1, 0.2, 0.4… s before each.
 RESTART_ATTEMPTS = 5
@@ -253,6 +254,14 @@ def _forget_spawner() -> None:
 os.register_at_fork(after_in_child=_forget_spawner)
 
 
+class PortInUse(ServiceError):
+    """A port toyshop was asked to listen on is taken by another process; ``.port`` names it."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
+
+
 def _listen_socket(port: int) -> socket.socket:
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise BadInputError(f"port must be an integer 0–65535 (0 = any free port), got {port!r}")
@@ -262,6 +271,9 @@ def _listen_socket(port: int) -> socket.socket:
         sock.bind(("127.0.0.1", port))
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"cannot listen on 127.0.0.1:{port}: another process is using that port ({exc}). "
+                            "Stop it, or pick another port (port=0: any free one).", port) from exc
         raise ServiceError(f"cannot listen on 127.0.0.1:{port}: {exc}. Pick another port, or port=0 for a "
                            "free one.") from exc
     return sock
