@@ -151,7 +151,11 @@ class _Keeper:
         self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # a restart and a stop never interleave
-        if relaunch is not None:
+
+    def keep(self) -> None:
+        """Start watching the catalog (once both processes are healthy: a start-up failure is reported, not
+        retried)."""
+        if self.relaunch is not None and not self._stopping.is_set():
             threading.Thread(target=self._watch, name="labkit-catalog-keeper", daemon=True).start()
 
     def _note(self, message: str) -> None:
@@ -384,5 +388,6 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         if pending:
             time.sleep(0.01)
     service.start_s = time.perf_counter() - t0
+    service._keeper.keep()
     return service
 
