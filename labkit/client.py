@@ -12,6 +12,10 @@ same client cost in it::
 One persistent HTTP/1.1 connection (``http.client`` sets TCP_NODELAY), loopback only. A request's time runs
 from the send to the last byte of the body; parsing headers and Server-Timing comes after. Not a load
 generator: requests go one at a time (see ``labkit.load`` for load).
+
+Every request says ``Accept-Encoding: gzip, zstd`` (the codings it can read; a ``headers`` entry overrides it),
+so toyshop's ``compress=`` switch takes effect; ``Reply.body`` is the bytes as sent, ``Reply.content`` (and
+``json()``) the body decoded per its ``Content-Encoding``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from labkit.errors import ServiceError
 from labkit.inputs import loopback_url
 from labkit.trace import ServerTimingMetric, parse_server_timing
 
-__all__ = ["Endpoint", "Reply"]
+__all__ = ["Endpoint", "Reply", "ACCEPT_ENCODING"]
+
+#: the content codings the client reads (``Reply.content``), sent with every request.
+ACCEPT_ENCODING = "gzip, zstd"
 
 class Reply(NamedTuple):
     """One response: status, client-side latency, headers (lower-case names), body, parsed Server-Timing."""
@@ -38,9 +45,19 @@ class Reply(NamedTuple):
     body: bytes
     timing: dict[str, ServerTimingMetric]
 
+    @property
+    def content(self) -> bytes:
+        """The body with its ``Content-Encoding`` (gzip, zstd) undone: what the client reads."""
+        coding = self.headers.get("content-encoding", "identity").strip().lower()
+        if coding in ("", "identity"):
+            return self.body
+        from labkit.toyshop.core import decompress  # lazily: most replies are not compressed
+
+        return decompress(self.body, "gzip" if coding == "x-gzip" else coding)
+
     def json(self) -> Any:
-        """The body decoded as JSON."""
-        return json.loads(self.body)
+        """The body (decoded per its Content-Encoding) read as JSON."""
+        return json.loads(self.content)
 
     def count(self, metric: str) -> int | None:
         """The ``count`` the server reported for a Server-Timing metric (``db`` queries, ``catalog`` calls)."""
@@ -78,7 +95,9 @@ class Endpoint:
                 self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             t0 = self.clock()
             try:
-                self._conn.request("GET", path, headers=headers or {})
+                sent = {"Accept-Encoding": ACCEPT_ENCODING} if not any(
+                    k.lower() == "accept-encoding" for k in headers or {}) else {}
+                self._conn.request("GET", path, headers={**sent, **(headers or {})})
                 resp = self._conn.getresponse()
                 body = resp.read()
             except (http.client.HTTPException, OSError) as exc:
@@ -97,15 +116,16 @@ class Endpoint:
                decode: Callable[[bytes], Any] | None = None) -> Callable[[], None]:
         """A zero-argument function that GETs ``path`` and checks the status: for ``labkit.compare``.
 
-        ``decode``, if given, is called on every body inside the timed call — a client reads what it gets,
-        so an end-to-end comparison of formats includes the decoding side."""
+        ``decode``, if given, is called on every body (its Content-Encoding undone, see ``Reply.content``)
+        inside the timed call — a client reads what it gets, so an end-to-end comparison of formats or
+        compressions includes the decoding side."""
 
         def call() -> None:
             reply = self.get(path, headers)
             if reply.status != expect:
                 raise ServiceError(f"GET {path} answered {reply.status}, expected {expect}: {reply.body[:200]!r}")
             if decode is not None:
-                decode(reply.body)
+                decode(reply.content)
 
         call.__name__ = call.__qualname__ = path
         return call

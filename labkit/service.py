@@ -10,11 +10,19 @@ this process: they are stopped by :meth:`Service.stop`, by the context manager, 
 is garbage-collected, at interpreter exit, and — when the parent is killed outright (SIGKILL, a crashed
 kernel) — by the kernel itself (``PR_SET_PDEATHSIG``) and by a watchdog on a pipe only the parent holds.
 
+The catalog is kept alive: if its process dies while the service runs, a supervisor thread here (its parent,
+the one process that can wait for it, reap it and give it the parent-death watchdog) starts it again on the
+same port, up to :data:`RESTART_ATTEMPTS` tries with a doubling back-off, and writes each step to the
+catalog's log. Requests that need the catalog meanwhile fail fast with 502 (nothing listens: the connection
+is refused at once); the order service reports the outage in its ``/health`` (``catalog``) and its log, and
+answers again as soon as the new catalog does — the order service is never restarted.
+
 ``labkit serve`` runs the same from a shell until Ctrl-C.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import http.client
 import json
@@ -36,7 +44,11 @@ from typing import Any
 
 from labkit.errors import BadInputError, ServiceError
 
-__all__ = ["Service", "start"]
+__all__ = ["Service", "start", "RESTART_ATTEMPTS", "PortInUse"]
+
+#: tries to bring a dead catalog back (per outage), waiting 0.1, 0.2, 0.4… s before each.
+RESTART_ATTEMPTS = 5
+_FIRST_BACKOFF_S = 0.1
 
 _LABKIT_DIR = str(Path(__file__).resolve().parent)
 # Run the child with a bare ``labkit`` package object: the real ``labkit/__init__`` imports the measuring API
@@ -55,13 +67,25 @@ class Service:
     """
 
     def __init__(self, url: str, catalog_url: str, procs: dict[str, subprocess.Popen], log_dir: Path,
-                 variants: dict[str, Any], db_path: Path, start_s: float) -> None:
+                 variants: dict[str, Any], db_path: Path, start_s: float,
+                 relaunch: Callable[[], subprocess.Popen] | None = None) -> None:
         self.url, self.catalog_url = url, catalog_url
-        self.pid, self.catalog_pid = procs["app"].pid, procs["catalog"].pid
+        self.pid = procs["app"].pid
         self.variants, self.db_path, self.start_s = variants, db_path, start_s
         self.log_dir = log_dir
         self._procs = procs
-        self._finalizer = weakref.finalize(self, _terminate, list(procs.values()), log_dir)
+        self._keeper = _Keeper(procs, log_dir, relaunch)
+        self._finalizer = weakref.finalize(self, self._keeper.stop_all, 5.0)
+
+    @property
+    def catalog_pid(self) -> int:
+        """The catalog process's pid (a new one after a restart)."""
+        return self._procs["catalog"].pid
+
+    @property
+    def catalog_restarts(self) -> int:
+        """How many times the catalog was started again after it died."""
+        return self._keeper.restarts
 
     @property
     def alive(self) -> bool:
@@ -72,7 +96,7 @@ class Service:
         """Stop both processes (SIGTERM, then SIGKILL after ``timeout`` s) and remove their logs. Idempotent."""
         if self._finalizer.alive:
             self._finalizer.detach()
-            _terminate(list(self._procs.values()), self.log_dir, timeout)
+            self._keeper.stop_all(timeout)
 
     def catalog_client(self, **options: Any) -> Any:
         """A :class:`labkit.toyshop.catalog.CatalogClient` for this service's catalog (for in-process labs:
@@ -116,6 +140,66 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
     except OSError:
         return f"(no log at {path})"
+
+
+class _Keeper:
+    """Restarts the catalog when it dies (a thread blocked in ``wait()`` on it: no polling) until stopped."""
+
+    def __init__(self, procs: dict[str, subprocess.Popen], log_dir: Path,
+                 relaunch: Callable[[], subprocess.Popen] | None) -> None:
+        self.procs, self.log_dir, self.relaunch = procs, log_dir, relaunch
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # a restart and a stop never interleave
+
+    def keep(self) -> None:
+        """Start watching the catalog (once both processes are healthy: a start-up failure is reported, not
+        retried)."""
+        if self.relaunch is not None and not self._stopping.is_set():
+            threading.Thread(target=self._watch, name="labkit-catalog-keeper", daemon=True).start()
+
+    def _note(self, message: str) -> None:
+        try:
+            with open(self.log_dir / "catalog.log", "a") as log:
+                log.write(f"labkit.service: {message}\n")
+        except OSError:
+            pass
+
+    def _watch(self) -> None:
+        assert self.relaunch is not None
+        while not self._stopping.is_set():
+            code = self.procs["catalog"].wait()
+            if self._stopping.is_set():
+                return
+            self._note(f"the catalog (pid {self.procs['catalog'].pid}) exited with code {code}; restarting it")
+            for attempt in range(RESTART_ATTEMPTS):
+                if self._stopping.wait(_FIRST_BACKOFF_S * 2**attempt):
+                    return
+                with self._lock:
+                    if self._stopping.is_set():
+                        return
+                    try:
+                        proc = self.relaunch()
+                    except (OSError, ServiceError) as exc:
+                        self._note(f"restart {attempt + 1}/{RESTART_ATTEMPTS} failed: {exc}")
+                        continue
+                    self.procs["catalog"] = proc
+                if proc.poll() is None:
+                    self.restarts += 1
+                    self._note(f"catalog restarted (pid {proc.pid}, restart {self.restarts})")
+                    break
+                self._note(f"restart {attempt + 1}/{RESTART_ATTEMPTS}: the new catalog exited at once "
+                           f"(code {proc.returncode})")
+            else:
+                self._note(f"gave up after {RESTART_ATTEMPTS} restarts: exports answer 502 until "
+                           "labkit.service.start() runs again")
+                return
+
+    def stop_all(self, timeout: float) -> None:
+        self._stopping.set()
+        with self._lock:
+            procs = list(self.procs.values())
+        _terminate(procs, self.log_dir, timeout)
 
 
 def _terminate(procs: list[subprocess.Popen], log_dir: Path | None, timeout: float = 5.0) -> None:
@@ -174,6 +258,14 @@ def _forget_spawner() -> None:
 os.register_at_fork(after_in_child=_forget_spawner)
 
 
+class PortInUse(ServiceError):
+    """A port toyshop was asked to listen on is taken by another process; ``.port`` names it."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
+
+
 def _listen_socket(port: int) -> socket.socket:
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise BadInputError(f"port must be an integer 0–65535 (0 = any free port), got {port!r}")
@@ -183,6 +275,9 @@ def _listen_socket(port: int) -> socket.socket:
         sock.bind(("127.0.0.1", port))
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"cannot listen on 127.0.0.1:{port}: another process is using that port ({exc}). "
+                            "Stop it, or pick another port (port=0: any free one).", port) from exc
         raise ServiceError(f"cannot listen on 127.0.0.1:{port}: {exc}. Pick another port, or port=0 for a "
                            "free one.") from exc
     return sock
@@ -242,25 +337,38 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
             "app": ["--role", "app", "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
                     "--io-threads", str(io_threads), "--max-connections", str(max_connections),
                     "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log")]}
+    cpu_set = set(cpus) if cpus is not None else None
+
+    def launch(role: str, sock: socket.socket, mode: str = "wb") -> subprocess.Popen:
+        cmd = [sys.executable, "-c", _BOOT.format(dir=_LABKIT_DIR), "--fd", str(sock.fileno()),
+               *args[role], *common]
+        with open(log_dir / f"{role}.log", mode) as log:
+            proc = _spawn(functools.partial(
+                subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(sock.fileno(),), start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}))
+        if cpu_set is not None:
+            os.sched_setaffinity(proc.pid, cpu_set)
+        return proc
+
+    def relaunch_catalog() -> subprocess.Popen:
+        # the same port: the order service's client keeps its URL and reconnects by itself
+        sock = _listen_socket(int(urls["catalog"].rsplit(":", 1)[1]))
+        try:
+            return launch("catalog", sock, "ab")
+        finally:
+            sock.close()
+
     procs: dict[str, subprocess.Popen] = {}
     try:
         for role, sock in socks.items():
-            cmd = [sys.executable, "-c", _BOOT.format(dir=_LABKIT_DIR), "--fd", str(sock.fileno()),
-                   *args[role], *common]
-            with open(log_dir / f"{role}.log", "wb") as log:
-                procs[role] = _spawn(functools.partial(
-                    subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                    pass_fds=(sock.fileno(),), start_new_session=True,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-            if cpus is not None:
-                os.sched_setaffinity(procs[role].pid, set(cpus))
+            procs[role] = launch(role, sock)
     except BaseException:
         _terminate(list(procs.values()), log_dir, 1.0)
         raise
     finally:
         for sock in socks.values():
             sock.close()
-    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0)
+    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0, relaunch_catalog)
     deadline = time.monotonic() + timeout
     pending = dict(urls)
     while pending:
@@ -280,5 +388,6 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         if pending:
             time.sleep(0.01)
     service.start_s = time.perf_counter() - t0
+    service._keeper.keep()
     return service
 

@@ -149,6 +149,7 @@ def test_gc_log_answers_pauses_on_the_shared_clock(client):
 
 
 @pytest.mark.parametrize("query, parameter", [("since_ns=-5", "since_ns"), ("since_ns=abc", "since_ns"),
+                                              ("since_ns=32589158477190044729", "since_ns"),  # > int64: was a 500
                                               ("objects=2", "objects"), ("when=now", "when")])
 def test_gc_log_refuses_bad_parameters_naming_them(client, query, parameter):
     r = client.get(f"/gc?{query}")

@@ -393,7 +393,7 @@ def test_accept_picks_the_format_and_every_format_carries_the_same_content(clien
                           ("application/json;q=0.1, application/x-msgpack;q=0.9", "application/msgpack")]:
         resp = client.get(path, headers={"accept": accept})
         assert resp.status_code == 200 and resp.headers["content-type"] == media, accept
-        assert resp.headers["vary"] == "Accept"
+        assert resp.headers["vary"] == "Accept, Accept-Encoding"
         assert _content(resp, schema) == base, accept
         _timing(resp)
     typed = client.get(path + "?codec=msgspec", headers={"accept": "application/msgpack"})
@@ -421,13 +421,47 @@ def test_compression_switch_sets_content_encoding_and_keeps_content(client, codi
     from labkit.toyshop.core import decompress
 
     base = client.get("/customers/1/export?fields=trimmed")
-    with client.stream("GET", f"/customers/1/export?fields=trimmed&compress={coding}") as resp:
+    with client.stream("GET", f"/customers/1/export?fields=trimmed&compress={coding}",
+                       headers={"Accept-Encoding": f"{coding}, identity;q=0.5"}) as resp:
         raw = b"".join(resp.iter_raw())
     assert resp.headers["content-encoding"] == coding and len(raw) < len(base.content) / 3
+    assert resp.headers["vary"] == "Accept, Accept-Encoding" and f"compress={coding}" in resp.headers["x-variant"]
     assert decompress(raw, coding) == base.content
     m = parse_server_timing(resp.headers["server-timing"])
     assert m["size"].count == len(raw) and m["size"].desc == f"from {len(base.content)} bytes"
     assert m["compress"].dur_ms > 0
+
+
+@pytest.mark.parametrize("accept_encoding, compress, sent", [
+    (None, "zstd", None),                   # the bug: zstd to a client that never said it reads zstd
+    ("identity", "gzip", None),             # … and gzip to one that asked for identity
+    ("gzip, deflate", "zstd", None),
+    ("gzip;q=0, zstd", "gzip", None),
+    ("gzip, deflate", "none", None),
+    ("identity;q=0, zstd", "none", "zstd"),  # identity refused: the client's own coding
+    ("gzip;q=0.1, zstd", "gzip", "gzip"),
+])
+def test_compression_is_negotiated_with_accept_encoding(client, accept_encoding, compress, sent):
+    from labkit.toyshop.core import decompress
+
+    base = client.get("/orders/3", headers={"Accept-Encoding": "identity"})
+    request = client.build_request("GET", f"/orders/3?compress={compress}")
+    del request.headers["accept-encoding"]  # httpx's own ("gzip, deflate, zstd"): the exact header or none
+    if accept_encoding is not None:
+        request.headers["accept-encoding"] = accept_encoding
+    resp = client.send(request, stream=True)
+    raw = b"".join(resp.iter_raw())
+    resp.close()
+    assert resp.status_code == 200 and resp.headers.get("content-encoding") == sent
+    assert resp.headers["vary"] == "Accept, Accept-Encoding"
+    assert f"compress={sent or 'none'}" in resp.headers["x-variant"]  # what was sent, not what was asked
+    assert (decompress(raw, sent) if sent else raw) == base.content
+
+
+def test_a_client_refusing_identity_and_every_coding_gets_406(client):
+    resp = client.get("/orders/3?compress=gzip", headers={"Accept-Encoding": "identity;q=0, br"})
+    assert resp.status_code == 406 and "content-encoding" not in resp.headers
+    assert resp.json()["supported"] == ["identity", "gzip", "zstd"] and "Accept-Encoding" in resp.json()["message"]
 
 
 def test_every_catalog_the_service_uses_has_the_catalog_protocol(db, catalog):
@@ -440,3 +474,30 @@ def test_every_catalog_the_service_uses_has_the_catalog_protocol(db, catalog):
     view = ProductCache(catalog, autostart=False).view()
     assert isinstance(view, Catalog) and not isinstance(view, RemoteCatalog)
     client.close()
+
+
+def test_reach_follows_outages_from_the_calls_and_logs_their_start_and_end(caplog):
+    from labkit.toyshop.catalog import Reach
+
+    now = [100.0]
+    reach = Reach("http://127.0.0.1:9", clock=lambda: now[0])
+    reach.answered()
+    assert reach.as_dict() == {"state": "up", "outages": 0, "failed_calls": 0, "since_s": 0.0, "last_error": None}
+    with caplog.at_level("WARNING", logger="labkit.toyshop"):
+        now[0] = 101.0
+        reach.failed("ConnectionRefusedError(111)")
+        now[0] = 101.5
+        reach.failed("ConnectionRefusedError(111)")
+        assert reach.as_dict() == {"state": "down", "outages": 1, "failed_calls": 2, "since_s": 0.5,
+                                   "last_error": "ConnectionRefusedError(111)"}
+        now[0] = 103.0
+        reach.answered()
+    assert reach.as_dict()["state"] == "up" and reach.as_dict()["outages"] == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "catalog at http://127.0.0.1:9 does not answer (ConnectionRefusedError(111)): catalog calls answer 502 "
+        "until it is back",
+        "catalog at http://127.0.0.1:9 answers again after 2.0 s down (2 failed calls so far)"]
+
+
+def test_health_reports_the_catalog(client):
+    assert client.get("/health").json()["catalog"]["state"] == "up"

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from labkit.errors import BadInputError, ServiceError
-from labkit.service import start
+from labkit.service import PortInUse, start
 
 __all__ = ["main"]
 
@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         cpus = {int(c) for c in a.cpus.split(",")} if a.cpus else None
         svc = start(size=a.size, variants=variants, catalog_delay_ms=a.catalog_delay_ms, port=a.port,
                     catalog_port=a.catalog_port, cpus=cpus)
+    except PortInUse as exc:
+        flag = "--port" if exc.port == a.port else "--catalog-port"
+        print(f"labkit serve: port {exc.port} on 127.0.0.1 is taken by another process (is a toyshop already "
+              f"running? `ss -ltnp 'sport = :{exc.port}'` names it). Stop it, or choose another port: "
+              f"labkit serve {flag} {exc.port + 1} (or {flag} 0 for any free port).", file=sys.stderr)
+        return 2
     except (BadInputError, ServiceError, ValueError) as exc:
         print(f"labkit serve: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ endpoint answers through :mod:`labkit.toyshop.pipeline` (format, trace, errors),
 
 Endpoints (all GET; see ``/openapi.json``):
 
-- ``/health``
+- ``/health``: liveness, the process's switches, and whether the catalog answers (``catalog``: up or down,
+  outages, failed calls; read from the calls made, no probe)
 - ``/customers/{customer_id}/export``: a customer's orders with product details (the N+1 candidate)
 - ``/orders/{order_id}``: one order
 - ``/quote?customer_id=ID`` or ``/quote?lines=N&seed=S``: pricing by the performance core
@@ -236,6 +237,14 @@ class _Service:
             return await self.blocking(lambda conn: work(conn, view))
 
 
+def _reach(catalog: Catalog) -> dict[str, Any]:
+    """``/health``'s ``catalog``: whether it answers (:class:`labkit.toyshop.catalog.Reach`); a catalog
+    without one (the in-process fake) always does."""
+    reach = getattr(catalog, "reach", None)
+    return reach.as_dict() if reach is not None else {"state": "up", "outages": 0, "failed_calls": 0,
+                                                       "since_s": 0.0, "last_error": None}
+
+
 def _hot_products(db_path: Path) -> list[int]:
     """The dataset's hot products (the product cache preloads them); none for a file without a size."""
     from labkit.toyshop.dataset import SIZES, hot_products
@@ -278,7 +287,7 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
                     "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(),
                            "freeze_after": svc.freeze_after, "served": svc.served},
                     "heap": svc.heap.stats(),
-                    "threads": threading.active_count()}
+                    "threads": threading.active_count(), "catalog": _reach(svc.catalog)}
         return await svc.respond(request, h)
 
     async def by_id(request: Request, param: str, pick: Callable[[dict[str, Any]], Any], schema: str) -> Response:

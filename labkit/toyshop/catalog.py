@@ -7,13 +7,16 @@ out, the change feed, the write path, closing).
 
 :class:`CatalogClient` keeps one persistent ``http.client`` connection per thread (keep-alive, TCP_NODELAY)
 and notifies every callable in its ``observers`` list after each HTTP call: ``observer(method, url,
-duration_ns)``. :class:`FakeCatalog` has the same interface without HTTP, for unit tests.
+duration_ns)``. Its ``.reach`` (:class:`Reach`) follows whether the catalog answers — the order service's
+``/health`` shows it, and its log says when an outage starts and ends. :class:`FakeCatalog` has the same
+interface without HTTP, for unit tests.
 """
 
 from __future__ import annotations
 
 import contextvars
 import http.client
+import logging
 import threading
 import time
 import weakref
@@ -29,12 +32,55 @@ from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
 from labkit.toyshop.productstore import ProductStore, load_products
 
-__all__ = ["Catalog", "RemoteCatalog", "CatalogClient", "FakeCatalog", "Observer", "MAX_BATCH"]
+__all__ = ["Catalog", "RemoteCatalog", "CatalogClient", "FakeCatalog", "Observer", "MAX_BATCH", "Reach"]
 
 Observer = Callable[[str, str, int], None]
 MAX_BATCH = 100  # the server refuses larger batches; the client sends chunks of ``batch_size`` (default 50)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _clock = time.perf_counter_ns
+log = logging.getLogger("labkit.toyshop")
+
+
+class Reach:
+    """Whether the catalog answers, as the calls to it find out (no probe: nothing is added to a request).
+
+    ``answered()`` after a call that got a response, ``failed(error)`` after one that did not; the first
+    failure of an outage and its end are logged (WARNING, ``labkit.toyshop``). ``as_dict()`` is ``/health``'s
+    ``catalog``: ``{"state": "up"|"down", "outages", "failed_calls", "since_s", "last_error"}``.
+    """
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.url, self._clock = url, clock
+        self._lock = threading.Lock()
+        self.up, self.outages, self.failed_calls, self.last_error = True, 0, 0, None
+        self._since = clock()
+
+    def answered(self) -> None:
+        """A call got an answer: an outage, if any, is over."""
+        if self.up:  # the common case, without the lock
+            return
+        with self._lock:
+            if not self.up:
+                self.up, down_s, self._since = True, self._clock() - self._since, self._clock()
+                log.warning("catalog at %s answers again after %.1f s down (%d failed calls so far)", self.url,
+                            down_s, self.failed_calls)
+
+    def failed(self, error: str) -> None:
+        """A call got no answer (the catalog is down or restarting)."""
+        with self._lock:
+            self.failed_calls += 1
+            self.last_error = error[:300]
+            if self.up:
+                self.up, self.outages, self._since = False, self.outages + 1, self._clock()
+                log.warning("catalog at %s does not answer (%s): catalog calls answer 502 until it is back",
+                            self.url, self.last_error)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The catalog's state for ``/health``."""
+        with self._lock:
+            return {"state": "up" if self.up else "down", "outages": self.outages,
+                    "failed_calls": self.failed_calls, "since_s": round(self._clock() - self._since, 3),
+                    "last_error": self.last_error}
 
 
 @runtime_checkable
@@ -231,6 +277,7 @@ class CatalogClient(_Base):
         self.base_url = base_url.rstrip("/")
         self._host, self._port, self.timeout = parts.hostname, parts.port, timeout
         self._local = threading.local()
+        self.reach = Reach(self.base_url)
         # weak: when a worker thread ends, its thread-local connection goes (and its socket closes) with it
         self._conns: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
 
@@ -256,9 +303,12 @@ class CatalogClient(_Base):
                 conn.close()  # a kept-alive connection the server closed: reconnect once
                 if attempt or not isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError |
                                              BrokenPipeError | http.client.CannotSendRequest):
+                    self.reach.failed(repr(exc))
                     raise ServiceError(f"catalog at {self.base_url} did not answer GET {path}: {exc!r}. Is it "
-                                       "running? labkit.service.start() starts it with the order service.") from exc
+                                       "running? labkit.service.start() starts it with the order service "
+                                       "(and starts it again if it dies).") from exc
                 continue
+            self.reach.answered()
             dur = _clock() - t0
             for obs in self.observers:
                 obs("GET", self.base_url + path, dur)
@@ -272,10 +322,13 @@ class CatalogClient(_Base):
             try:
                 conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
                 resp = conn.getresponse()
-                return resp.status, resp.read()
+                answer = resp.status, resp.read()
+                self.reach.answered()
+                return answer
             except (http.client.HTTPException, OSError) as exc:
                 conn.close()  # a kept-alive connection the server closed: reconnect once
                 if attempt:
+                    self.reach.failed(repr(exc))
                     raise ServiceError(f"catalog at {self.base_url} did not answer {method} {path}: {exc!r}") from exc
         raise AssertionError("unreachable")
 

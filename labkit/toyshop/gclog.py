@@ -71,8 +71,8 @@ async def _log(request: Any) -> Any:
     raw = request.query_params.get("since_ns")
     since = None
     if raw is not None:
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 20:
-            return _bad("since_ns", f"since_ns must be a non-negative integer (ns on the perf_counter clock), "
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 20 or int(raw) > _MAX_NS:  # the clock is int64
+            return _bad("since_ns", f"since_ns must be an integer 0–{_MAX_NS} (ns on the perf_counter clock), "
                                     f"got {raw[:40]!r}")
         since = int(raw)
     objects = request.query_params.get("objects")
@@ -98,11 +98,12 @@ def install(app: Any) -> PauseRecorder:
 
 
 _INT = {"type": "integer"}
+_MAX_NS = 2**63 - 1  # the pauses are kept as int64 nanoseconds
 #: the OpenAPI description of ``GET /gc``.
 OPENAPI: dict[str, Any] = {"get": {
     "summary": "the process's garbage-collector pauses (start_ns, dur_ns, generation, collected, uncollectable) "
                "on the machine-wide monotonic clock, and its GC settings",
-    "parameters": [{"name": "since_ns", "in": "query", "required": False, "schema": {**_INT, "minimum": 0},
+    "parameters": [{"name": "since_ns", "in": "query", "required": False, "schema": {**_INT, "minimum": 0, "maximum": _MAX_NS},
                     "description": "only pauses that started at or after this perf_counter_ns time"},
                    {"name": "objects", "in": "query", "required": False, "schema": {"enum": ["0", "1"]},
                     "description": "1: also count the objects the collector tracks (slow on a big heap)"}],

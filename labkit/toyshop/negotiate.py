@@ -13,6 +13,16 @@
 
 Raises :class:`NotAcceptable` (→ 406, naming the media types this endpoint can send) when nothing acceptable
 remains, and :class:`labkit.errors.BadInputError` for a codec this endpoint cannot use (→ 400).
+
+    choose_coding(accept_encoding, requested="none") -> "none" | "gzip" | "zstd"
+
+* The content coding comes from ``Accept-Encoding`` (RFC 9110 §12.5.3), the ``compress`` switch only asking
+  for one: the requested coding is sent when the client accepts it (q > 0, by name or by ``*``), else the body
+  goes as it is (``identity``). Without the header nothing is compressed: RFC 9110 lets a server send identity
+  to anyone, and a client that named no coding may not decode one. ``x-gzip`` is ``gzip`` (§8.4.1.3).
+* ``identity`` is acceptable unless refused (``identity;q=0``, or ``*;q=0`` with no ``identity`` entry); a
+  client that refused it gets its own best coding among ``gzip`` and ``zstd`` (the higher q; ties: gzip, the
+  one every client reads), and :class:`NotAcceptable` (406) when it accepts none of them either.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from collections.abc import Sequence
 from labkit.errors import BadInputError
 from labkit.toyshop.core import CODECS, FORMATS
 
-__all__ = ["NotAcceptable", "choose", "parse_accept", "media_type", "SERVED_FORMATS", "SCHEMA_FORMATS",
+__all__ = ["NotAcceptable", "choose", "choose_coding", "parse_accept", "parse_accept_encoding", "CONTENT_CODINGS", "media_type", "SERVED_FORMATS", "SCHEMA_FORMATS",
            "DEFAULT_CODEC"]
 
 #: formats the service may send, in its order of preference (pickle is never served: it runs code on load).
@@ -31,6 +41,8 @@ SERVED_FORMATS: tuple[str, ...] = ("json", "msgpack", "protobuf")
 SCHEMA_FORMATS: frozenset[str] = frozenset({"protobuf"})
 #: format -> the codec that produces it when neither ``codec=`` nor the process default does.
 DEFAULT_CODEC: dict[str, str] = {"json": "json", "msgpack": "msgpack", "protobuf": "protobuf"}
+#: the content codings the service can apply, in its order of preference when the client's q-values tie.
+CONTENT_CODINGS: tuple[str, ...] = ("gzip", "zstd")
 _ALIASES: dict[str, str] = {
     **{mt: fmt for fmt, mt in FORMATS.items() if fmt in SERVED_FORMATS},
     "application/x-msgpack": "msgpack", "application/vnd.msgpack": "msgpack",
@@ -117,3 +129,56 @@ def choose(accept: str | None, offered: Sequence[str] = ("json", "msgpack"), cod
     if codec is None:
         codec = default_codec if best in CODECS.get(default_codec, ()) else DEFAULT_CODEC[best]
     return codec, best
+
+
+def parse_accept_encoding(header: str | None) -> dict[str, float]:
+    """``Accept-Encoding`` as ``{coding: q}`` (lower-cased, ``x-gzip`` read as ``gzip``, ``*`` kept); entries
+    that do not parse are skipped; a coding listed twice keeps its first q."""
+    out: dict[str, float] = {}
+    for part in (header or "").split(","):
+        fields = [f.strip() for f in part.split(";")]
+        token = fields[0].lower()
+        if not token or not all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in token):
+            continue
+        q = 1.0
+        for param in fields[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = -1.0
+        if 0.0 <= q <= 1.0:
+            out.setdefault("gzip" if token == "x-gzip" else token, q)
+    return out
+
+
+def choose_coding(accept_encoding: str | None, requested: str = "none") -> str:
+    """The content coding of a response (``none`` for identity); see the module docstring for the rules.
+
+    Args:
+        accept_encoding: the request's ``Accept-Encoding`` header (None: the client named no coding).
+        requested: the ``compress`` switch (``none``, ``gzip`` or ``zstd``): the coding the lab asks for.
+
+    Raises:
+        NotAcceptable: the client refused identity and accepts none of :data:`CONTENT_CODINGS`.
+    """
+    if accept_encoding is None:
+        return "none"
+    weights = parse_accept_encoding(accept_encoding)
+    star = weights.get("*")
+
+    def q(coding: str) -> float:
+        return weights.get(coding, star if star is not None else 0.0)
+
+    if requested != "none" and q(requested) > 0:
+        return requested
+    identity = weights.get("identity", star if star is not None else 1.0)
+    if identity > 0:
+        return "none"
+    best = max(CONTENT_CODINGS, key=lambda c: (q(c), -CONTENT_CODINGS.index(c)))
+    if q(best) > 0:
+        return best
+    raise NotAcceptable(f"Accept-Encoding: {accept_encoding[:120]!r} refuses identity and accepts none of the "
+                        f"content codings this service can apply: {', '.join(CONTENT_CODINGS)}",
+                        ["identity", *CONTENT_CODINGS])

@@ -23,6 +23,14 @@ _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog 
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
 
 
+_CATALOG = {"type": "object", "description": "whether the catalog answers, as the calls to it found out (it is "
+                                            "restarted when it dies)",
+            "required": ["state", "outages", "failed_calls"],
+            "properties": {"state": {"enum": ["up", "down"]}, "outages": {"type": "integer", "minimum": 0},
+                           "failed_calls": {"type": "integer", "minimum": 0}, "since_s": {"type": "number"},
+                           "last_error": {"type": ["string", "null"]}}}
+
+
 def _switch_schema(s: Switch) -> dict[str, Any]:
     if s.range is not None:
         number = {"type": "integer", "minimum": s.range[0], "maximum": s.range[1]}
@@ -47,7 +55,7 @@ def _health() -> dict[str, Any]:
     op = _op("liveness and the process's variant settings", [], not_found=False)
     op["get"]["responses"]["200"]["content"]["application/json"]["schema"] = {
         "type": "object", "properties": {"status": {"type": "string"}, "role": {"type": "string"},
-                                         "variants": variants}}
+                                         "variants": variants, "catalog": _CATALOG}}
     return op
 
 
@@ -59,7 +67,8 @@ def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True, s
     responses: dict[str, Any] = {
         "200": {"description": "OK: the format the Accept header picks (JSON for */*); codec= picks the encoder",
                 "headers": _TIMING, "content": content},
-        "406": {"description": "Accept names no format this endpoint can send; the body lists those it can",
+        "406": {"description": "Accept names no format this endpoint can send, or Accept-Encoding refuses identity "
+                               "and every coding the service has; the body lists what it can send",
                 "content": {"application/json": {"schema": _ERROR}}},
         "400": {"description": "a bad parameter, named in the body", "headers": _TIMING,
                 "content": {"application/json": {"schema": _ERROR}}},

@@ -5,11 +5,13 @@
 
 :meth:`Pipeline.respond` negotiates the format (``Accept``, ``codec=``), runs the handler inside the
 request's trace (the stages of :data:`STAGES` declared first, so ``Server-Timing`` keeps its order), serializes
-the payload (and compresses it, with ``compress``), writes the access-log line (``log``), and maps errors
+the payload (and compresses it with the coding ``Accept-Encoding`` and the ``compress`` switch agree on:
+:func:`labkit.toyshop.negotiate.choose_coding`), writes the access-log line (``log``), and maps errors
 to statuses: :class:`BadParam` → 400 naming the parameter, :class:`labkit.toyshop.db.NotFoundError` → 404,
 :class:`~labkit.toyshop.negotiate.NotAcceptable` → 406, :class:`Overloaded` → 503, a catalog that does not
 answer (:class:`labkit.errors.ServiceError`) → 502, anything else → 500 with the traceback logged (the fuzz
-tests look for those). Every answer carries ``Server-Timing`` and ``X-Variant``.
+tests look for those). Every answer carries ``Server-Timing``, ``X-Variant`` (``compress`` as sent: ``none`` when the client did not
+accept the coding asked for) and ``Vary: Accept, Accept-Encoding``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
 from labkit.toyshop import gclog
 from labkit.toyshop.db import NotFoundError
+from labkit.toyshop.negotiate import choose_coding
 from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.switches import PRESETS, REQUEST_SWITCHES
 from labkit.toyshop.wiring import NotAcceptable, negotiate, serialize
@@ -155,7 +158,7 @@ class Pipeline:
         t0 = _clock()
         settings = self.settings
         ctx: dict[str, Any] = {"sw": {k: settings[k] for k in REQUEST_SWITCHES}}
-        headers: dict[str, str] = {"Vary": "Accept"}
+        headers: dict[str, str] = {"Vary": "Accept, Accept-Encoding"}
         trace = _trace.Trace()  # declared before it is current: a collection starting now cannot put gc first
         for name, count in STAGES:
             trace.add(name, 0, count)
@@ -177,7 +180,9 @@ class Pipeline:
                     if isinstance(payload, Raw):
                         return payload.body, payload.media
                     ctx["sw"]["codec"] = codec
-                    return serialize(payload, codec, fmt, schema, ctx["sw"]["compress"], headers)
+                    coding = ctx["sw"]["compress"] = choose_coding(request.headers.get("accept-encoding"),
+                                                                   ctx["sw"]["compress"])
+                    return serialize(payload, codec, fmt, schema, coding, headers)
                 body, media = await (self._counted(run) if settings["alloc"] == "census" else run())
                 status = 200
             except NotAcceptable as exc:

@@ -115,8 +115,9 @@ TABLE: tuple[Switch, ...] = (
     Switch("codec", _R, "05_serialization", "the encoder (the format comes from the Accept header; protobuf: "
                                             "export and order only)",
            ("json", "orjson", "msgspec", "msgpack", "protobuf"), core=True),
-    Switch("compress", _R, "05_serialization", "response compression (Content-Encoding)", ("none", "gzip", "zstd"),
-           core=True),
+    Switch("compress", _R, "05_serialization", "asks for a response compression (Content-Encoding), sent only "
+                                               "if the request's Accept-Encoding accepts it, else identity "
+                                               "(X-Variant says which)", ("none", "gzip", "zstd"), core=True),
     Switch("fields", _R, "05_serialization", "every product field per item (32) vs the 8 a client shows",
            ("full", "trimmed"), core=True),
     Switch("cache", _R, "08_capstone", "config lookups and product details every time from SQLite and the "
