@@ -443,27 +443,32 @@ def malformed() -> dict[str, Callable[..., Any]]:
 
 
 def standard_cheats(baseline: Callable[..., Any], lab: types.ModuleType, *, wrong: Callable[..., Any],
-                    size: Callable[..., float], at_least: float, honest_calls: int = 12
-                    ) -> dict[str, Callable[..., Any]]:
+                    size: Callable[..., float], at_least: float, honest_calls: int = 12,
+                    honest: Callable[..., Any] | None = None) -> dict[str, Callable[..., Any]]:
     """The cheats every lab's grader must fail, built over its ``baseline`` (honest, slow), a fast ``wrong``
     answer and its module: memoised; gated by size (``size(*args) >= at_least`` is "timed"), by call count
     and by stack, answering ``wrong`` when they think they are timed; lazy, subclassed, always-equal; the
     three tamperings; the malformed answers. Add the lab's own: hard-coded inputs (the dataset's), meters
     walked around, shared objects mutated, fakes read behind their API. The tamperings replace the lab's
-    public name of ``baseline`` (its ``__name__``: ``lab00.unique_in_order``, ``lab03.baseline``)."""
+    public name of ``baseline`` (its ``__name__``: ``lab00.unique_in_order``, ``lab03.baseline``).
+
+    ``honest``: what the cheats wrap instead of the baseline, for a lab whose baseline fails before the step a
+    cheat aims at (lab 05's sends every field, lab 06's is over the allocation budget): a right but slow function;
+    the tamperings still replace the lab's baseline."""
     name = baseline.__name__
+    over = baseline if honest is None else honest
     if getattr(lab, name, None) is None:
         raise AssertionError(f"{lab.__name__} has no public {name!r}: pass the lab's own baseline")
-    return {"memoised": memoised(baseline),
-            "size-gated": size_gated(baseline, size, at_least, wrong),
-            "call-count-gated": count_gated(baseline, honest_calls, wrong),
-            "stack-inspecting": stack_gated(baseline, wrong),
-            "lazy answer": lazy(baseline),
-            "subclassed answer": subclassed(baseline),
-            "always-equal": always_equal(baseline),
-            "tampers with the lab's names": tampering_lab(baseline, lab, name),
-            "swaps the baseline's code": tampering_code(baseline, lab, name),
-            "tampers with labkit's names": tampering_labkit(baseline),
+    return {"memoised": memoised(over),
+            "size-gated": size_gated(over, size, at_least, wrong),
+            "call-count-gated": count_gated(over, honest_calls, wrong),
+            "stack-inspecting": stack_gated(over, wrong),
+            "lazy answer": lazy(over),
+            "subclassed answer": subclassed(over),
+            "always-equal": always_equal(over),
+            "tampers with the lab's names": tampering_lab(over, lab, name),
+            "swaps the baseline's code": tampering_code(over, lab, name),
+            "tampers with labkit's names": tampering_labkit(over),
             **malformed()}
 
 

@@ -7,19 +7,9 @@ import json
 import msgpack
 import orjson
 from graderkit import (
-    always_equal,
     assert_grader,
-    count_gated,
     hard_coded,
-    lazy,
-    malformed,
-    memoised,
-    size_gated,
-    stack_gated,
-    subclassed,
-    tampering_code,
-    tampering_lab,
-    tampering_labkit,
+    standard_cheats,
 )
 
 from labkit.exercises import lab05
@@ -69,17 +59,6 @@ def _experiment():
                            "directly: the encode should take about a tenth of the time.", predicted_ratio=0.1)
 
 
-def _generic(honest, *, wrong, size, at_least, honest_calls=12):
-    """Every generic cheat of graderkit over ``honest`` (right, and no faster than the baseline), the tamperings
-    aimed at lab05.baseline — what standard_cheats builds, for a lab whose baseline is not what they wrap."""
-    return {"memoised": memoised(honest), "size-gated": size_gated(honest, size, at_least, wrong),
-            "call-count-gated": count_gated(honest, honest_calls, wrong), "stack-inspecting": stack_gated(honest, wrong),
-            "lazy answer": lazy(honest), "subclassed answer": subclassed(honest), "always-equal": always_equal(honest),
-            "tampers with the lab's names": tampering_lab(honest, lab05),
-            "swaps the baseline's code": tampering_code(honest, lab05),
-            "tampers with labkit's names": tampering_labkit(honest), **malformed()}
-
-
 GRADER_CASES = {
     "grade": lambda fn, experiment: lab05.check(fn, "json", experiment, rounds=6, save=False),
     "experiment": _experiment,
@@ -87,7 +66,7 @@ GRADER_CASES = {
     "baseline": lab05.baseline,
     "wrong": wrong,
     "cheats": {"honest, not faster": slow_but_right,
-               **_generic(slow_but_right, wrong=wrong, size=lambda o: len(o["items"]), at_least=5,
+               **standard_cheats(lab05.baseline, lab05, honest=slow_but_right, wrong=wrong, size=lambda o: len(o["items"]), at_least=5,
                                  honest_calls=10),
                "precomputed for the dataset": hard_coded(reference, every_dataset_order(), key=lambda o: o["id"],
                                                          fallback=slow_but_right),

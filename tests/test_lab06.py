@@ -7,20 +7,11 @@ import time
 
 import pytest
 from graderkit import (
-    always_equal,
     assert_grader,
-    count_gated,
     hard_coded,
-    lazy,
-    malformed,
     memoised,
     mutating,
-    size_gated,
-    stack_gated,
-    subclassed,
-    tampering_code,
-    tampering_lab,
-    tampering_labkit,
+    standard_cheats,
 )
 
 from labkit.exercises import lab06
@@ -87,17 +78,6 @@ def _experiment():
                            "dropping it leaves a tenth", predicted_ratio=0.1)
 
 
-def _generic(honest, *, wrong, size, at_least, honest_calls=12):
-    """Every generic cheat of graderkit over ``honest`` (right, and no faster than the baseline), the tamperings
-    aimed at lab06.baseline — what standard_cheats builds, for a lab whose baseline is not what they wrap."""
-    return {"memoised": memoised(honest), "size-gated": size_gated(honest, size, at_least, wrong),
-            "call-count-gated": count_gated(honest, honest_calls, wrong), "stack-inspecting": stack_gated(honest, wrong),
-            "lazy answer": lazy(honest), "subclassed answer": subclassed(honest), "always-equal": always_equal(honest),
-            "tampers with the lab's names": tampering_lab(honest, lab06),
-            "swaps the baseline's code": tampering_code(honest, lab06),
-            "tampers with labkit's names": tampering_labkit(honest), **malformed()}
-
-
 GRADER_CASES = {
     "grade": lambda fn, experiment: lab06.check(fn, experiment, rounds=4, save=False),
     "experiment": _experiment,
@@ -106,7 +86,7 @@ GRADER_CASES = {
     "wrong": _no_discount,
     "cheats": {"lean, not faster": lean_but_slow,
                "memoised baseline": memoised(lab06.baseline),
-               **_generic(lean_but_slow, wrong=_no_discount, size=lambda orders: len(orders),
+               **standard_cheats(lab06.baseline, lab06, honest=lean_but_slow, wrong=_no_discount, size=lambda orders: len(orders),
                                  at_least=lab06.TIMED_ORDERS),
                "hard-coded": hard_coded(lab06.baseline, _SEEN, fallback=lab06.baseline),
                "hard-coded, no fallback": hard_coded(lab06.baseline, _SEEN),

@@ -58,6 +58,19 @@ class NotAcceptable(BadInputError):
         self.supported = tuple(supported)
 
 
+def _q_of(params: list[str]) -> float:
+    """The ``q`` of one list element's parameters (RFC 9110 §12.4.2): 1 when absent, -1 when unreadable (the
+    element is then ignored, as a malformed weight must not be taken as preference)."""
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(value.strip())
+            except ValueError:
+                return -1.0
+    return 1.0
+
+
 def media_type(fmt: str) -> str:
     """The Content-Type the service sends for ``fmt``."""
     return FORMATS[fmt]
@@ -71,14 +84,7 @@ def parse_accept(header: str | None) -> list[tuple[str, str, float]]:
         kind, _, sub = fields[0].lower().partition("/")
         if not kind or not sub or "/" in sub or " " in fields[0]:
             continue
-        q = 1.0
-        for param in fields[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    q = float(value.strip())
-                except ValueError:
-                    q = -1.0
+        q = _q_of(fields[1:])
         if 0.0 <= q <= 1.0:
             out.append((kind, sub, q))
     return out
@@ -140,14 +146,7 @@ def parse_accept_encoding(header: str | None) -> dict[str, float]:
         token = fields[0].lower()
         if not token or not all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in token):
             continue
-        q = 1.0
-        for param in fields[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    q = float(value.strip())
-                except ValueError:
-                    q = -1.0
+        q = _q_of(fields[1:])
         if 0.0 <= q <= 1.0:
             out.setdefault("gzip" if token == "x-gzip" else token, q)
     return out
