@@ -150,8 +150,22 @@ class Experiment(Saveable):
 
         return "<pre>" + escape(self.summary()) + "</pre>"
 
-    def save(self, folder: str | os.PathLike[str] | None = None) -> Path:  # type: ignore[override]
-        """Write the record to ``folder`` (default: :func:`labkit.results.results_dir`) as ``<id>.json``."""
+    @property
+    def is_template(self) -> bool:
+        """True while the hypothesis still says ``TODO``: a lab's template that nobody has written in yet."""
+        return "TODO" in self.hypothesis
+
+    def save(self, folder: str | os.PathLike[str] | None = None) -> Path | None:  # type: ignore[override]
+        """Write the record to ``folder`` (default: :func:`labkit.results.results_dir`) as ``<id>.json``.
+
+        A template (:attr:`is_template`) is not saved — a TODO is not a prediction, and a record of it would
+        read as one in ``experiments()`` and in reports: a :class:`~labkit.errors.ResultsWarning` says so and
+        what to write, and None is returned."""
+        if self.is_template:
+            warnings.warn(f"experiment {self.title!r} not saved: its hypothesis still says TODO — write yours (what "
+                          "you expect to change, by how much, and why), then run the cell again",
+                          ResultsWarning, stacklevel=2)
+            return None
         return write_json_atomic(Path(folder or results_dir()) / f"{self.id}.json", self.to_dict())
 
 

@@ -139,3 +139,13 @@ def test_judge_works_on_the_size_of_the_effect_with_the_measured_interval():
     # "same" confirms only a prediction of no change; inconclusive judges nothing
     assert judge(1.02, "same", (0.98, 1.03)) == "confirmed" and judge(0.5, "same", (0.98, 1.03)) == "refuted"
     assert judge(0.5, "inconclusive", (0.3, 1.2)) == "inconclusive"
+
+
+def test_a_template_still_saying_todo_is_not_saved_as_a_result(tmp_path):
+    todo = Experiment.plan("orjson", "TODO: your napkin math, e.g. serialize is S of T ms", predicted_ratio=0.8)
+    assert todo.is_template
+    with pytest.warns(ResultsWarning, match="not saved: its hypothesis still says TODO"):
+        assert todo.save(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
+    written = Experiment.plan("orjson", "serialize is a third of the request; orjson is 10x faster", predicted_ratio=0.7)
+    assert not written.is_template and written.save(tmp_path).exists()
