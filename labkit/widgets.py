@@ -296,11 +296,12 @@ class _Neighbour:
             self._thread = threading.Thread(target=spin, daemon=True, name="noise-panel neighbour")
             self._thread.start()
         elif self.kind == "processes":
-            import os
             import subprocess
             import sys
 
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            from labkit.machine import usable_cpus
+
+            cores = len(usable_cpus())
             self._procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(NEIGHBOUR_MAX_S)])
                            for _ in range(cores)]
 
