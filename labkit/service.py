@@ -311,7 +311,10 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         io_threads: catalog calls in flight at once for ``io=concurrent``.
         max_connections: beyond this many open connections the service answers 503 (bounded memory).
         cpus: pin both processes to these CPUs (``os.sched_setaffinity``), e.g. ``{1}``.
-        db_path: use this database file instead of the dataset of ``size``.
+        db_path: use this database file instead of the dataset of ``size``. It may be written while the service
+            runs (the service takes SQLite's locks and sees what was committed; a request that meets a write in
+            progress for longer than :data:`labkit.toyshop.db.BUSY_TIMEOUT_S` answers 503 ``database_busy``),
+            whereas a dataset labkit built is read immutable, without locks.
         timeout: seconds to wait for health before giving up.
         request_log: the order service's access log for ``log=sync|queued`` (default: ``requests.log`` in
             the service's log folder, removed by :meth:`Service.stop`; give a path to keep it).
@@ -334,7 +337,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
     log_dir = Path(tempfile.mkdtemp(prefix="labkit-service-"))
     common = ["--db", str(db), "--parent-pid", str(os.getpid())]
     args = {"catalog": ["--role", "catalog", "--catalog-delay-ms", str(catalog_delay_ms)],
-            "app": ["--role", "app", "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
+            "app": ["--role", "app", *(["--db-shared"] if db_path is not None else []),
+                    "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
                     "--io-threads", str(io_threads), "--max-connections", str(max_connections),
                     "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log")]}
     cpu_set = set(cpus) if cpus is not None else None

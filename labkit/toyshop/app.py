@@ -28,7 +28,9 @@ time a request queued for a thread of the pool that runs the blocking SQLite wor
 Every request switch (``docs/switches.md``, from :data:`labkit.toyshop.switches.TABLE`) may ride as a query
 parameter; the ``X-Variant`` header echoes the switches a response was made with. Bad input → 400
 ``{"error": "bad_parameter", "parameter": …, "message": …}``; unknown id → 404; a catalog that does not answer → 502; with ``queue=N`` (not ``unbounded``), requests beyond
-``pool + N`` in flight → 503 at once (load shedding). Never 500 on any input (fuzz-tested).
+``pool + N`` in flight → 503 at once (load shedding); a database given as ``db_path`` that another connection
+keeps locked while writing → 503 ``database_busy`` after a bounded wait (:mod:`labkit.toyshop.db`). Never 500
+on any input (fuzz-tested).
 
 Started with the process switch ``alloc=census``, the service counts every allocator call a request makes
 (:class:`labkit.alloc.Census`, memray) into the Server-Timing metrics ``alloc`` and ``alloc_bytes``. The count
@@ -125,8 +127,8 @@ class _Service:
     """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
 
     def __init__(self, db_path: Path, catalog: RemoteCatalog, settings: dict[str, Any], io_threads: int,
-                 request_log: Path | str | None = None) -> None:
-        self.db_path, self.catalog, self.settings = db_path, catalog, settings
+                 request_log: Path | str | None = None, immutable: bool = True) -> None:
+        self.db_path, self.catalog, self.settings, self.immutable = db_path, catalog, settings, immutable
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
         self._local = threading.local()
         self._limiter: anyio.CapacityLimiter | None = None
@@ -167,7 +169,7 @@ class _Service:
     def conn(self) -> ToyshopConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = connect(self.db_path)
+            conn = self._local.conn = connect(self.db_path, immutable=self.immutable)
         return conn
 
     def _load_config(self, key: str) -> str | None:
@@ -260,7 +262,7 @@ def _hot_products(db_path: Path) -> list[int]:
 
 
 def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping[str, Any] | None = None,
-               io_threads: int = 4, request_log: Path | str | None = None) -> Starlette:
+               io_threads: int = 4, request_log: Path | str | None = None, immutable: bool = True) -> Starlette:
     """The order service as a Starlette app.
 
     Args:
@@ -271,13 +273,16 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
             (:func:`apply_gc`), its freeze after warm-up here; ``heap`` starts its reloader here.
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
         request_log: the access-log file for ``log=sync|queued`` (default: a temporary file).
+        immutable: the file is never written while the service reads it (a dataset labkit built); False for a
+            file that may be: then a writer's lock is waited for briefly, and beyond that the request answers 503
+            ``database_busy`` (:func:`labkit.toyshop.db.connect`).
 
     Call ``app.state.service.close()`` when done: it writes the queued log lines and stops the cache.
     """
     settings = resolve(variants)
     if settings["alloc"] == "census" and census_unavailable():
         raise BadInputError(f"variant alloc=census cannot count allocations: {census_unavailable()}")
-    svc = _Service(Path(db_path), catalog, settings, io_threads, request_log)
+    svc = _Service(Path(db_path), catalog, settings, io_threads, request_log, immutable)
 
     async def health(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:

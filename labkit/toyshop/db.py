@@ -1,7 +1,16 @@
 """Connections to the toyshop database: read-only, and a :class:`sqlite3.Connection` subclass.
 
-    conn = connect()                 # the small dataset, built on first use
-    conn = connect(path)             # any toyshop file
+    conn = connect()                         # the small dataset, built on first use
+    conn = connect(path)                     # any toyshop file, immutable (no locks taken)
+    conn = connect(path, immutable=False)    # a file someone may write while we read: locks, a bounded wait
+    is_busy(exc)                             # True for "database is locked" (another connection is writing)
+
+A file labkit built (``labkit.toyshop.dataset``) is replaced by rename, never written in place, so it is
+opened *immutable*: SQLite takes no locks and checks for no changes. A file someone else may write while it is
+read (a database given to ``labkit.service.start(db_path=...)``) is opened with locking: a reader that meets a
+writer's lock waits in SQLite's busy handler — which retries with back-off — for at most :data:`BUSY_TIMEOUT_S`,
+then fails with ``sqlite3.OperationalError: database is locked`` (:func:`is_busy`), which the service answers
+with 503 and ``Retry-After`` instead of hanging (Python's default wait is five seconds).
 
 The subclass exists so that an instance can be instrumented (``conn.execute = recorder(conn.execute)``
 works on it, not on a plain ``sqlite3.Connection``), and so that SQL time and query counts land in the
@@ -20,9 +29,12 @@ from urllib.parse import quote
 from labkit import trace as _trace
 from labkit.errors import LabkitError, ResultsError
 
-__all__ = ["ToyshopConnection", "NotFoundError", "connect"]
+__all__ = ["ToyshopConnection", "NotFoundError", "connect", "is_busy", "BUSY_TIMEOUT_S"]
 
 _clock = time.perf_counter_ns
+#: how long a locking reader retries against a writer's lock before "database is locked" (SQLite's busy
+#: handler sleeps and retries within it)
+BUSY_TIMEOUT_S = 0.25
 
 
 class NotFoundError(LabkitError, LookupError):
@@ -77,7 +89,9 @@ def connect(path: Path | str | None = None, *, size: str = "small", immutable: b
         path: the SQLite file; None means the dataset of ``size``, built first if needed.
         size: which dataset to use when ``path`` is None.
         immutable: tell SQLite the file never changes while open (no locking, no change checks: faster).
-            Safe because datasets are replaced by rename, never modified in place.
+            Safe for the datasets labkit builds, which are replaced by rename, never modified in place; give
+            False for a file that may be written while it is read (then a writer's lock is waited for up to
+            :data:`BUSY_TIMEOUT_S`, and what it committed is seen).
         check_same_thread: keep SQLite's guard against using the connection from another thread.
 
     Returns:
@@ -93,5 +107,13 @@ def connect(path: Path | str | None = None, *, size: str = "small", immutable: b
                            "labkit.toyshop.dataset.ensure(size)")
     uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
     conn = sqlite3.connect(uri, uri=True, factory=ToyshopConnection, check_same_thread=check_same_thread,
-                           cached_statements=256)
+                           cached_statements=256, timeout=BUSY_TIMEOUT_S)
     return conn  # type: ignore[return-value]
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" / "database table is locked": another connection holds
+    a lock this one waited :data:`BUSY_TIMEOUT_S` for (``SQLITE_BUSY`` / ``SQLITE_LOCKED`` and their extended
+    codes; see https://www.sqlite.org/rescode.html)."""
+    return isinstance(exc, sqlite3.OperationalError) \
+        and exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)

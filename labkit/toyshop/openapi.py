@@ -74,7 +74,10 @@ def _op(summary: str, params: list[dict[str, Any]], *, not_found: bool = True, s
                 "content": {"application/json": {"schema": _ERROR}}},
         "502": {"description": "the catalog did not answer", "content": {"application/json": {"schema": _ERROR}}},
         "503": {"description": "overloaded: more than pool + queue requests in flight (only with the queue "
-                               "switch set)", "content": {"application/json": {"schema": _ERROR}}},
+                               "switch set); or database_busy: another connection held a write lock on the "
+                               "database longer than the service waits (only for a db_path given at start); "
+                               "Retry-After says when to try again",
+                "content": {"application/json": {"schema": _ERROR}}},
     }
     if not_found:
         responses["404"] = {"description": "unknown id", "headers": _TIMING,

@@ -8,7 +8,8 @@ request's trace (the stages of :data:`STAGES` declared first, so ``Server-Timing
 the payload (and compresses it with the coding ``Accept-Encoding`` and the ``compress`` switch agree on:
 :func:`labkit.toyshop.negotiate.choose_coding`), writes the access-log line (``log``), and maps errors
 to statuses: :class:`BadParam` → 400 naming the parameter, :class:`labkit.toyshop.db.NotFoundError` → 404,
-:class:`~labkit.toyshop.negotiate.NotAcceptable` → 406, :class:`Overloaded` → 503, a catalog that does not
+:class:`~labkit.toyshop.negotiate.NotAcceptable` → 406, :class:`Overloaded` → 503, a database locked by a
+writer for longer than :data:`labkit.toyshop.db.BUSY_TIMEOUT_S` (:func:`labkit.toyshop.db.is_busy`) → 503, a catalog that does not
 answer (:class:`labkit.errors.ServiceError`) → 502, anything else → 500 with the traceback logged (the fuzz
 tests look for those). Every answer carries ``Server-Timing``, ``X-Variant`` (``compress`` as sent: ``none`` when the client did not
 accept the coding asked for) and ``Vary: Accept, Accept-Encoding``.
@@ -30,7 +31,7 @@ from starlette.responses import Response
 from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
 from labkit.toyshop import gclog
-from labkit.toyshop.db import NotFoundError
+from labkit.toyshop.db import BUSY_TIMEOUT_S, NotFoundError, is_busy
 from labkit.toyshop.negotiate import choose_coding
 from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.switches import PRESETS, REQUEST_SWITCHES
@@ -197,9 +198,15 @@ class Pipeline:
                 headers["Retry-After"] = "1"
             except ServiceError as exc:
                 status, media, body = 502, "application/json", error_body("catalog_unavailable", str(exc))
-            except Exception as exc:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback
-                log.exception("toyshop request failed")
-                status, media, body = 500, "application/json", error_body("internal", repr(exc))
+            except Exception as exc:
+                if is_busy(exc):  # another connection is writing the database: say so at once, and when to retry
+                    status, media = 503, "application/json"
+                    body = error_body("database_busy", f"the database is locked by another connection that is "
+                                      f"writing it (waited {BUSY_TIMEOUT_S:g} s): {exc}; retry shortly")
+                    headers["Retry-After"] = "1"
+                else:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback
+                    log.exception("toyshop request failed")
+                    status, media, body = 500, "application/json", error_body("internal", repr(exc))
             if ctx["sw"]["log"] != "off":
                 with span("log"):
                     query = request.scope["query_string"].decode("latin-1")

@@ -68,6 +68,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--role", choices=("app", "catalog"), required=True)
     p.add_argument("--fd", type=int, required=True, help="inherited listening socket")
     p.add_argument("--db", required=True)
+    p.add_argument("--db-shared", action="store_true", help="the file may be written while read: take SQLite's locks")
     p.add_argument("--parent-pid", type=int, default=0)
     p.add_argument("--catalog-url", default="")
     p.add_argument("--catalog-delay-ms", type=float, default=0.0)
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
         variants = json.loads(args.variants)
         app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads,
-                         request_log=args.request_log)
+                         request_log=args.request_log, immutable=not args.db_shared)
         _at_exit.append(app.state.service.close)
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="off", log_level="warning",
