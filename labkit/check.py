@@ -302,13 +302,17 @@ def metered(runner: Runner, solution: Callable[..., Any], baseline: Callable[...
             generate it from the grading's seed, so it exists nowhere before the call.
         meter: a new :class:`Meter` per call.
         unit, what: what is counted ("queries") and on what ("customer 417's export").
-        limit, max_fraction: the most allowed — an amount, or a fraction of the baseline's (either or both).
+        limit, max_fraction: the most allowed — an amount, or a fraction of the baseline's (either or both; a
+            budget needs one: ValueError without).
         floor: the least allowed, as a fraction of the baseline's amount: a call doing less than that (or
             nothing) on an input nobody has seen is answering from a cache or a precomputed table.
         differ: the metered answer is checked too, like every answer (default :func:`difference`).
         warm: when given, each side is first called on ``warm()`` (another input), so buffers a solution keeps
             between calls exist before the metered one.
     """
+    if limit is None and max_fraction is None:
+        raise ValueError(f"metered({what!r}) has no budget: give limit= (an amount of {unit}), max_fraction= (of "
+                         "the baseline's) or both")
     if warm is not None:
         runner.call(baseline, warm())
         runner.call(solution, warm())
@@ -324,8 +328,7 @@ def metered(runner: Runner, solution: Callable[..., Any], baseline: Callable[...
     if where is not None:
         return failed(f"wrong answer on {what} (the metered call)", where, criterion="budget")
     amount, base_amount = float(mine.amount), float(base_meter.amount)
-    cap = min(x for x in (limit, None if max_fraction is None else max_fraction * base_amount, math.inf)
-              if x is not None)
+    cap = min(x for x in (limit, None if max_fraction is None else max_fraction * base_amount) if x is not None)
     scale = f" (the baseline: {base_amount:,.6g})"
     if amount <= 0 or amount < floor * base_amount:
         little = f"no {unit} at all" if amount <= 0 else \

@@ -265,5 +265,8 @@ def test_the_timed_and_the_metered_answers_are_checked_too():
                           what="an unseen input", max_fraction=0.5, floor=0)
         assert not bad.ok and "wrong answer on an unseen input (the metered call)" in bad.message
         little = kit.metered(runner, reference, baseline, lambda: (toy.make(1200, 98),), meter=toy.Lines,
-                             unit="lines", what="an unseen input", floor=0.01)
+                             unit="lines", what="an unseen input", max_fraction=1.0, floor=0.01)
         assert not little.ok and "less than 1.0% of the baseline's work" in little.message
+        with pytest.raises(ValueError, match="has no budget"):  # a grader without a cap would pass anything
+            kit.metered(runner, reference, baseline, lambda: (toy.make(1200, 97),), meter=toy.Lines, unit="lines",
+                        what="an unseen input")

@@ -55,7 +55,8 @@ def main() -> int:
                 if v.passed != (v.case == "reference"):
                     print(f"  {name} {v.case}: unexpected {'pass' if v.passed else 'fail'}:\n{v.grade}")
             secs.append(time.perf_counter() - t0)
-        print(f"{name}  ({sum(secs) / len(secs) / len(tally):.1f} s per grading)")
+        per_round = sum(secs) / len(secs)
+        print(f"{name}  ({per_round:.1f} s per round of {len(tally)} cases, {per_round / len(tally):.2f} s per case)")
         for case, results in tally.items():
             want = case == "reference"
             right = sum(r == want for r in results)
