@@ -99,9 +99,10 @@ class NotebookRuns:
         with pytest.MonkeyPatch.context() as mp:  # the kernel inherits this process's environment
             mp.setenv("PERFLAB_RESULTS", str(results))
             try:
+                # saved once at the end, not after every cell: a lab with a memray page rewrites megabytes per cell
                 papermill.execute_notebook(str(source), str(executed), parameters={"QUICK": True} if has_params else {},
                                            kernel_name="python3", cwd=str(source.parent), progress_bar=False,
-                                           log_output=False)
+                                           log_output=False, request_save_on_cell_execute=False)
             except Exception as exc:  # kept and raised again by NotebookRun.check in every test that reads it
                 error = exc
         return NotebookRun(source, executed, results, time.perf_counter() - t0, error)

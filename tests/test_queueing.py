@@ -130,6 +130,24 @@ def test_pool_study_refuses_bad_settings(pools, kw, match):
         pool_study(pools, paths=["/health"], **kw)
 
 
+def test_tail_rounds_gives_each_side_its_own_paths(monkeypatch):
+    # GIVEN one service and two request switches, WHEN the sides take turns, THEN each side sends its own paths
+    from labkit.queueing import pools
+
+    sent = []
+
+    def fake_run(url, *, paths, name, **kw):
+        sent.append((name.split(" round")[0], url, paths(0)))
+        return synthetic(10, [1.0] * 10, name=name)
+
+    monkeypatch.setattr(pools, "run", fake_run)
+    t = tail_rounds({"json": "http://127.0.0.1:1", "orjson": "http://127.0.0.1:1"}, rate=10, rounds=2, pause_s=0,
+                    paths={"json": lambda i: "/o", "orjson": lambda i: "/o?codec=orjson"}, progress=False)
+    assert sent == [("json", "http://127.0.0.1:1", "/o"), ("orjson", "http://127.0.0.1:1", "/o?codec=orjson"),
+                    ("orjson", "http://127.0.0.1:1", "/o?codec=orjson"), ("json", "http://127.0.0.1:1", "/o")]
+    assert t.names == ("json", "orjson") and len(t.to_frame()) == 4
+
+
 def test_tail_rounds_compare_p99s_as_samples(tmp_path):
     a = tuple(synthetic(100, [1.0] * 98 + [20.0 + k] * 2) for k in range(6))
     b = tuple(synthetic(100, [1.0] * 98 + [5.0 + k] * 2) for k in range(6))
@@ -146,6 +164,8 @@ def test_tail_rounds_compare_p99s_as_samples(tmp_path):
         tail_rounds({"a": "http://127.0.0.1:1"}, rate=10, paths=["/"])
     with pytest.raises(BadInputError, match="rounds"):
         tail_rounds({"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}, rate=10, paths=["/"], rounds=1)
+    with pytest.raises(BadInputError, match="one entry per side"):   # per-side paths name exactly the sides
+        tail_rounds({"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:1"}, rate=10, paths={"a": ["/"]})
 
 
 def test_charts_build_from_values():

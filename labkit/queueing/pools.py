@@ -331,16 +331,19 @@ class TailRounds(Saveable):
                    runs=tuple(tuple(LoadResult.from_dict(d) for d in side) for side in data["runs"]))
 
 
-def tail_rounds(urls: Mapping[str, str], *, rate: float, paths: Sequence[str] | PathPicker, rounds: int = 6,
+def tail_rounds(urls: Mapping[str, str], *, rate: float,
+                paths: Sequence[str] | PathPicker | Mapping[str, Sequence[str] | PathPicker], rounds: int = 6,
                 step_s: float = 3.0, warmup_s: float = 0.3, connections: int = 64, pause_s: float = 0.3,
                 progress: bool | None = None) -> TailRounds:
     """Run each service at ``rate`` (Poisson) for ``step_s``, side after side, for ``rounds`` rounds, alternating
     which side goes first (A B, B A …) so a slow spell of the machine lands on both alike.
 
     Args:
-        urls: name -> a running service's URL, e.g. ``{"pool=40": a.url, "pool=4": b.url}``.
+        urls: name -> a running service's URL, e.g. ``{"pool=40": a.url, "pool=4": b.url}``; two sides may
+            share one URL when their ``paths`` differ (a request switch: one process, no process to blame).
         rate: offered rate, req/s.
-        paths: the requests, as for :func:`labkit.load.run`.
+        paths: the requests, as for :func:`labkit.load.run`; or name -> requests, one entry per side, e.g.
+            ``{"codec=json": orders, "codec=orjson": lambda i: orders(i) + "?codec=orjson"}``.
         rounds: one P99 per side per round; ``labkit.compare`` needs at least 2 (and 6 or more to decide).
         pause_s: idle time after each run, so a queue it left drains before the next.
     """
@@ -351,13 +354,19 @@ def tail_rounds(urls: Mapping[str, str], *, rate: float, paths: Sequence[str] | 
         raise BadInputError(f"tail_rounds compares services: give at least two, e.g. {{'pool=40': a.url, "
                             f"'pool=4': b.url}}; got {list(urls)}")
     integer(rounds, "rounds", low=2, hint="each round gives one P99 per side, e.g. rounds=5")
+    if isinstance(paths, Mapping):
+        if set(paths) != set(names):
+            raise BadInputError(f"paths as a mapping needs one entry per side of urls ({names}); got {list(paths)}")
+        per_side = dict(paths)
+    else:
+        per_side = {n: paths for n in names}
     bar = steps_bar(progress, rounds * len(names), "tail rounds", "run")
     out: dict[str, list[LoadResult]] = {n: [] for n in names}
     try:
         for k in range(rounds):
             for name in (names if k % 2 == 0 else names[::-1]):
                 out[name].append(run(urls[name], rate=rate, arrivals="poisson", seed=k, duration_s=step_s,
-                                     warmup_s=warmup_s, paths=paths, connections=connections, progress=False,
+                                     warmup_s=warmup_s, paths=per_side[name], connections=connections, progress=False,
                                      name=f"{name} round {k + 1}"))
                 if bar is not None:
                     bar.update(1)
