@@ -259,12 +259,17 @@ def thread_start(*, quick: bool = False, repeats: int | None = None) -> Samples:
     stacks) and waits until the new thread has signalled that it runs; ``join()`` waits for it to finish. So
     the row holds the thread's creation, its first run (on another core, or after a context switch) and two
     wake-ups of this thread, plus CPython's thread state set-up and tear-down — what a thread started per task
-    costs, which a pool pays once.
+    costs, which a pool pays once. This thread is pinned to one core for the probe and the new thread inherits
+    it, so both wake-ups are context switches on that core: unpinned, the scheduler may start the thread on
+    another core, and each wake-up becomes a cross-core one (the ``context_switch_cross`` row), which on a
+    virtual machine can double the row from run to run.
     """
     repeats = repeats or (100 if quick else 400)
-    samples = time_each(_start_and_join, repeats, warmup=10)
-    return Samples("thread_start", "thread start + join (empty function)", "concurrency", samples,
-                   method_of(thread_start), None, {"repeats": repeats})
+    cpu = usable_cpus()[0]
+    with pinned({cpu}):
+        samples = time_each(_start_and_join, repeats, warmup=10)
+    return Samples("thread_start", "thread start + join (empty function, one core)", "concurrency", samples,
+                   method_of(thread_start), None, {"repeats": repeats, "cpus": [cpu]})
 
 
 _CHILD_LINE = "import time; w.send_bytes(time.clock_gettime_ns(time.CLOCK_MONOTONIC).to_bytes(8, 'little'))"
