@@ -9,6 +9,7 @@ import asyncio
 import multiprocessing
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -56,6 +57,25 @@ def test_without_a_gil_the_hand_off_row_says_why(monkeypatch):
     monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)  # a free-threaded 3.13+ build
     r = concurrency.gil_handoff(rounds=10)
     assert not r.available and "without the GIL" in r.note
+
+
+@pytest.mark.parametrize("probe", ["lock_contended", "gil_handoff"])
+def test_ctrl_c_in_a_hand_off_leaves_no_thread_behind(monkeypatch, probe):
+    # GIVEN a clock that raises KeyboardInterrupt in this thread after 50 reads (as Ctrl-C would, mid-run)
+    me, reads = threading.get_ident(), [0]
+
+    def clock():
+        if threading.get_ident() == me:
+            reads[0] += 1
+            if reads[0] > 50:
+                raise KeyboardInterrupt
+        return time.perf_counter_ns()
+
+    monkeypatch.setattr(concurrency, "_clock", clock)
+    # WHEN the probe is interrupted THEN the interrupt reaches the caller and the peer thread has ended
+    with pytest.raises(KeyboardInterrupt):
+        getattr(concurrency, probe)(rounds=10_000)
+    assert not [t for t in threading.enumerate() if t.name == "labkit-latency-peer"]
 
 
 def test_asyncio_switch_runs_even_inside_a_running_loop():

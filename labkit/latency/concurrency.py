@@ -75,11 +75,14 @@ def _lock_handoffs(rounds: int, warm: int, cpu_a: int | None, cpu_b: int | None)
     ba.acquire()
     stamp = [0]
     seen: list[float] = []
+    stop = [False]
     n = rounds + warm
 
     def peer() -> None:
         for _ in range(n):
             ab.acquire()                       # blocked in the kernel until the other thread releases it
+            if stop[0]:
+                return
             seen.append(_clock() - stamp[0])   # released → this thread runs Python again
             stamp[0] = _clock()
             ba.release()                       # the other thread is blocked on ba: a contended release
@@ -91,10 +94,10 @@ def _lock_handoffs(rounds: int, warm: int, cpu_a: int | None, cpu_b: int | None)
             ba.acquire()
             seen.append(_clock() - stamp[0])
 
-    def unblock() -> None:
-        for lock in (ab, ba):
-            if lock.locked():
-                lock.release()
+    def unblock() -> None:  # the peer's next acquire returns, and it stops
+        stop[0] = True
+        if ab.locked():
+            ab.release()
 
     _run_pair(main, peer, cpu_a, cpu_b, unblock)
     return tuple(seen[2 * warm:])
