@@ -351,7 +351,9 @@ def process_start(*, quick: bool = False, methods: tuple[str, ...] = ("fork", "s
 
     - *to first line*: ``start()`` → the child's first line. ``fork`` copies this process's page tables
       (copy-on-write: the bigger the parent, the longer; a notebook kernel with numpy and pandas loaded is
-      hundreds of MiB) and schedules the child. ``spawn`` starts a fresh interpreter (fork + exec of
+      hundreds of MiB) and schedules the child; then the child runs multiprocessing's bootstrap, and every page
+      either process writes afterwards — a reference count is a write, so touching an object is one — is
+      copied on a page fault. ``spawn`` starts a fresh interpreter (fork + exec of
       ``sys.executable``, its start-up and ``site`` imports), imports ``multiprocessing`` there and unpickles
       the target. A program's own spawned children also re-run its ``__main__`` script or module
       (multiprocessing's "safe importing of the main module"; a notebook has none): that import time is the

@@ -9,11 +9,11 @@ statement can express (thread start, the asyncio switch). A fresh ``python -c pa
 
 | row | outside twin | what the ratio holds |
 |---|---|---|
-| ``context_switch_pinned`` / ``_cross`` | C: two pthreads ping-pong through pipes, pinned the same way; perf | the GIL and the Python lines |
+| ``context_switch_pinned`` / ``_cross`` | C: two pthreads ping-pong through pipes, pinned the same way; perf (threads) | the GIL and the Python lines |
 | ``lock_contended`` | C: ``sem_post`` → the ``sem_wait``-ing thread runs (CPython 3.11's lock is a POSIX semaphore) | the GIL |
 | ``gil_handoff`` | C: ``pthread_cond_signal`` → the waiting thread holds the mutex (the GIL is a mutex and a condvar) | CPython's take_gil |
 | ``thread_start`` | C: ``pthread_create`` + ``pthread_join``; ``python -m timeit`` of the same statement (both on the probe's CPU) | Python's thread state |
-| ``process_fork`` (``_join``) | C: ``fork`` of a small C process, child writes the clock, ``waitpid`` | the size of the parent |
+| ``process_fork`` (``_join``) | C: ``fork``, child writes the clock, ``waitpid`` — of a small process, and of one that touched as many MiB as this one holds | multiprocessing's child bootstrap, and the copy-on-write faults of the pages Python writes after the fork (reference counts) |
 | ``process_spawn`` | ``python -c pass`` started and waited for | multiprocessing's bootstrap |
 | ``asyncio_switch`` | ``python -m timeit`` of the same two tasks | the harness (should be ~1) |
 | ``tcp_connect`` | C: ``socket`` + ``connect`` to the same listener | the Python call and socket object |
@@ -28,6 +28,7 @@ Rows and twins alternate for ``--rounds`` rounds; each figure is the median of t
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -118,6 +119,8 @@ int main(int argc, char **argv) {
         printf("%.1f\n", median(seen, N));
     } else if (!strcmp(mode, "fork")) {
         double *joined = calloc(N, sizeof *joined);
+        size_t big = argc > 3 ? (size_t)atol(argv[3]) << 20 : 0;  /* MiB to touch first: a parent as large */
+        char *ballast = big ? malloc(big) : 0; if (big) memset(ballast, 1, big);
         for (int i = 0; i < N; i++) {
             int p[2]; if (pipe(p)) return 1;
             int64_t t0 = now(), first; pid_t pid = fork();
@@ -125,7 +128,7 @@ int main(int argc, char **argv) {
             if (read(p[0], &first, sizeof first) != sizeof first) return 1;
             waitpid(pid, 0, 0); joined[i] = now() - t0; seen[i] = first - t0; close(p[0]); close(p[1]);
         }
-        printf("%.1f %.1f\n", median(seen, N), median(joined, N));
+        printf("%.1f %.1f\n", median(seen, N), median(joined, N)); free(ballast);
     } else if (!strcmp(mode, "connect")) {
         struct sockaddr_in a = {0}; a.sin_family = AF_INET; a.sin_port = htons(atoi(argv[3])); a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         struct linger reset = {1, 0};
@@ -158,11 +161,12 @@ def c_twin(exe: Path, *args: object, cpu: int | None = None) -> list[float]:
 
 
 def perf_pipe(cpu: int, loops: int) -> float | None:
-    """``perf bench sched pipe`` with both ends on one CPU: ns per hand-off (perf's op is a round trip, two)."""
+    """``perf bench sched pipe -T`` (two threads, as the probe's) on one CPU: ns per hand-off (perf's op is a round
+    trip, two hand-offs). Without ``-T`` perf uses two processes, whose switch also changes address space."""
     perf, taskset = shutil.which("perf"), shutil.which("taskset")
     if perf is None or taskset is None:
         return None
-    r = subprocess.run([taskset, "-c", str(cpu), perf, "bench", "sched", "pipe", "-l", str(loops)],
+    r = subprocess.run([taskset, "-c", str(cpu), perf, "bench", "sched", "pipe", "-T", "-l", str(loops)],
                        capture_output=True, text=True, timeout=120)
     m = re.search(r"([\d.]+)\s+usecs/op", r.stdout)
     return float(m.group(1)) * 1e3 / 2 if r.returncode == 0 and m else None
@@ -184,6 +188,12 @@ def timeit_ns(setup: list[str], stmt: str, per: int = 1, cpu: int | None = None)
     if m is None:
         raise RuntimeError(f"could not read timeit's output: {out!r}")
     return float(m.group(1)) / per
+
+
+def resident_mib() -> int:
+    """This process's resident set in MiB (what a fork must map again in the child, copy-on-write)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
 
 
 def interpreter_start_ns(n: int) -> float:
@@ -218,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             "tcp_connect": lambda: network.tcp_connect(rounds=1000).median_ns,
         }
         twins: dict[str, dict[str, Callable[[], float | None]]] = {
-            "context_switch_pinned": {"perf bench sched pipe (one CPU)": lambda: perf_pipe(a, 20000)},
+            "context_switch_pinned": {"perf bench sched pipe -T (one CPU)": lambda: perf_pipe(a, 20000)},
             "thread_start": {"python -m timeit": lambda: timeit_ns(
                 ["import threading", "f = lambda: None"],
                 "t = threading.Thread(target=f); t.start(); t.join()", cpu=a)},
@@ -236,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             twins["thread_start"]["C pthread_create + join"] = lambda: c_twin(exe, "thread", 2000, cpu=a)[0]
             twins["tcp_connect"] = {"C socket + connect": lambda: c_twin(exe, "connect", 2000, port)[0]}
         got: dict[str, list[float]] = {}
+        rss = resident_mib()
         try:
             for r in range(args.rounds):
                 for name, probe in py.items():
@@ -249,9 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                 for key, v in rows.items():
                     got.setdefault(key, []).append(v)
                 if exe is not None:
-                    first, joined = c_twin(exe, "fork", 200)
-                    got.setdefault("process_fork|C fork of a small process", []).append(first)
-                    got.setdefault("process_fork_join|C fork of a small process", []).append(joined)
+                    for mib, what in ((0, "C fork of a small process"), (rss, f"C fork, {rss} MiB touched first")):
+                        first, joined = c_twin(exe, "fork", 100, mib)
+                        got.setdefault(f"process_fork|{what}", []).append(first)
+                        got.setdefault(f"process_fork_join|{what}", []).append(joined)
                 got.setdefault("process_spawn|python -c pass (start + exit)", []).append(interpreter_start_ns(6))
         finally:
             port_proc.kill()
