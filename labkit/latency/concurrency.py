@@ -308,6 +308,15 @@ def _main_reimported() -> str | None:
     return f"script {path}" if path else None
 
 
+def _child_faults() -> int | None:
+    """Minor page faults of this process's reaped children so far (getrusage), None where there is no such count."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+
+
 def _one_process(ctx: Any, timeout: float) -> tuple[float, float]:
     mono = time.CLOCK_MONOTONIC
     r, w = ctx.Pipe(duplex=False)
@@ -353,7 +362,8 @@ def process_start(*, quick: bool = False, methods: tuple[str, ...] = ("fork", "s
       (copy-on-write: the bigger the parent, the longer; a notebook kernel with numpy and pandas loaded is
       hundreds of MiB) and schedules the child; then the child runs multiprocessing's bootstrap, and every page
       either process writes afterwards — a reference count is a write, so touching an object is one — is
-      copied on a page fault. ``spawn`` starts a fresh interpreter (fork + exec of
+      copied on a page fault (``extra["child_minor_faults"]``: the child's page faults per start, from
+      ``getrusage``). ``spawn`` starts a fresh interpreter (fork + exec of
       ``sys.executable``, its start-up and ``site`` imports), imports ``multiprocessing`` there and unpickles
       the target. A program's own spawned children also re-run its ``__main__`` script or module
       (multiprocessing's "safe importing of the main module"; a notebook has none): that import time is the
@@ -379,6 +389,7 @@ def process_start(*, quick: bool = False, methods: tuple[str, ...] = ("fork", "s
             continue
         ctx = multiprocessing.get_context(how)
         first, joined = [], []
+        faults = _child_faults()
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
             for i in range(repeats.get(how, 4) + 1):
@@ -386,7 +397,11 @@ def process_start(*, quick: bool = False, methods: tuple[str, ...] = ("fork", "s
                 if i:  # the first start warms the parent's multiprocessing machinery (and the page cache)
                     first.append(f)
                     joined.append(j)
+                else:
+                    faults = _child_faults()
+        after = _child_faults()
         extra = {"start_method": how, "repeats": len(first),
+                 "child_minor_faults": None if after is None or faults is None else (after - faults) / len(first),
                  "main_not_rerun": _main_reimported() if how == "spawn" else None}
         out.append(Samples(keys[0], labels[0], "concurrency", tuple(first), method, None, dict(extra)))
         out.append(Samples(keys[1], labels[1], "concurrency", tuple(joined), method, None, dict(extra)))
