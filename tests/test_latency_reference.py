@@ -59,4 +59,4 @@ def test_ladder_chart_builds_with_references():
     t = LatencyTable(rows=(Samples("mem_l1", "L1", "cpu", (2.0, 2.1)),
                            Samples("mem_dram", "DRAM", "cpu", (150.0, 160.0))))
     spec = labkit.latency.ladder_chart(t, references()).to_dict()
-    assert spec["layer"][1]["encoding"]["x"]["scale"]["domain"] == [1, 1e7]
+    assert spec["layer"][1]["encoding"]["x"]["scale"]["domain"] == [1, 1e9]

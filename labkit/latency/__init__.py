@@ -3,7 +3,8 @@
 ``table()`` runs every probe and returns a :class:`LatencyTable`; each row is a :class:`Samples` holding raw
 per-operation samples, the method (the probe's docstring) and a note when the row is degraded. Probes live
 in one module per family: :mod:`~labkit.latency.memory` (caches, branch, bandwidth, compiled with numba),
-:mod:`~labkit.latency.pycost`, :mod:`~labkit.latency.osprobes`, :mod:`~labkit.latency.network`,
+:mod:`~labkit.latency.pycost`, :mod:`~labkit.latency.osprobes`, :mod:`~labkit.latency.concurrency` (locks,
+the GIL, asyncio, threads and processes started), :mod:`~labkit.latency.network`,
 :mod:`~labkit.latency.disk` and :mod:`~labkit.latency.work`. How the table looks — ``format_table``, its HTML,
 ``ladder_chart``, ``working_set_chart``, ``napkin_chart`` — is :mod:`~labkit.latency.render`.
 """

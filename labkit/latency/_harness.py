@@ -31,7 +31,7 @@ class Samples(Saveable):
     Attributes:
         key: stable identifier (``mem_l1``, ``syscall`` …), used by the reference CSV's ``probe_key``.
         label: what a reader sees in the table ("L1 cache hit (dependent load)").
-        family: ``cpu``, ``python``, ``os``, ``io`` or ``work``.
+        family: ``cpu``, ``python``, ``os``, ``concurrency``, ``io`` or ``work``.
         samples_ns: per-operation time of every counted sample, in ns (empty when unavailable).
         method: how it was measured, and where the probe's own overhead sits (the probe's docstring).
         note: set when the row is degraded, approximate or unavailable; says why and what to do.

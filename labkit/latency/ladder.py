@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from labkit.latency import disk, memory, network, osprobes, pycost, work
+from labkit.latency import concurrency, disk, memory, network, osprobes, pycost, work
 from labkit.latency._harness import Samples, unavailable
 from labkit.results import Saveable
 
@@ -30,11 +30,18 @@ PROBES: dict[str, tuple[tuple[str, ...], Probe]] = {
     "lock": (("lock_uncontended",), lambda q, d: osprobes.lock_uncontended(quick=q)),
     "context_switch": (("context_switch_pinned", "context_switch_cross"),
                        lambda q, d: osprobes.context_switch(quick=q)),
+    "asyncio": (("asyncio_switch",), lambda q, d: concurrency.asyncio_switch(quick=q)),
+    "lock_contended": (("lock_contended",), lambda q, d: concurrency.lock_contended(quick=q)),
+    "gil": (("gil_handoff",), lambda q, d: concurrency.gil_handoff(quick=q)),
+    "thread": (("thread_start",), lambda q, d: concurrency.thread_start(quick=q)),
     "page_fault": (("page_fault",), lambda q, d: osprobes.page_fault(quick=q)),
+    "process": (("process_fork", "process_fork_join", "process_spawn", "process_spawn_join"),
+                lambda q, d: concurrency.process_start(quick=q)),
     "compress": (("zlib_compress_1k",), lambda q, d: work.compress_1k(quick=q)),
     "json": (("json_encode_1k", "orjson_encode_1k"), lambda q, d: work.json_encode_1k(quick=q)),
     "sqlite": (("sqlite_point_query",), lambda q, d: work.sqlite_point_query(quick=q, dir=d)),
     "tcp": (("tcp_loopback_rtt",), lambda q, d: network.tcp_loopback_rtt(quick=q)),
+    "tcp_connect": (("tcp_connect",), lambda q, d: network.tcp_connect(quick=q)),
     "http": (("http_health",), lambda q, d: network.http_health(quick=q)),
     "disk": (("disk_random_read_4k", "page_cache_read_4k", "disk_seq_read_1mb"),
              lambda q, d: disk.disk_reads(quick=q, dir=d)),

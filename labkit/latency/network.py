@@ -1,16 +1,19 @@
-"""Loopback networking: a TCP round trip to an echo process, and an HTTP request to toyshop's /health."""
+"""Loopback networking: a TCP round trip to an echo process, a new TCP connection, and an HTTP request to toyshop's
+/health."""
 
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import sys
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from labkit.latency._harness import Samples, method_of, time_each, unavailable
 
-__all__ = ["tcp_loopback_rtt", "http_health", "http_samples"]
+__all__ = ["tcp_loopback_rtt", "tcp_connect", "http_health", "http_samples"]
 
 _ECHO = r"""
 import socket, sys
@@ -58,6 +61,54 @@ def tcp_loopback_rtt(*, quick: bool = False, rounds: int | None = None) -> Sampl
             proc.wait()
     return Samples("tcp_loopback_rtt", "TCP round trip over loopback (1 byte)", "io", samples,
                    method_of(tcp_loopback_rtt), None, {"rounds": rounds})
+
+
+_LISTENER = r"""
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1024)
+print(s.getsockname()[1], flush=True)
+while True:
+    try:
+        c, _ = s.accept()
+    except OSError:  # a connection reset before it was accepted
+        continue
+    c.close()
+"""
+
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST, leaving no TIME_WAIT behind
+
+
+def tcp_connect(*, quick: bool = False, rounds: int | None = None) -> Samples:
+    """Open a new TCP connection to a listening port on 127.0.0.1: ``socket()`` + ``connect()``.
+
+    Method: a child Python process listens on 127.0.0.1 and accepts and closes every connection. A sample is
+    ``socket.socket()`` and ``connect()`` to its numeric address (no name lookup), timed one by one after a
+    warm-up; ``connect()`` returns once the kernel has sent the SYN, received the SYN-ACK and sent the ACK — on
+    loopback the whole three-way handshake runs inside this process's system call, in the kernel, so the
+    listener's ``accept()`` is not in the row. Each connection is then closed with a reset (``SO_LINGER`` 0, not
+    timed) so thousands of probes leave no ports in TIME_WAIT. No data is sent: add a ``tcp_loopback_rtt`` for
+    a first request. Overhead: two Python calls and the socket object; a connection to another host adds a
+    network round trip (and TLS its own) to this floor.
+    """
+    rounds = rounds or (300 if quick else 1000)
+    proc = subprocess.Popen([sys.executable, "-c", _LISTENER], stdout=subprocess.PIPE, text=True)
+    try:
+        addr = ("127.0.0.1", int(proc.stdout.readline()))  # type: ignore[union-attr]
+        samples = []
+        for i in range(rounds + 20):
+            t0 = time.perf_counter_ns()
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.connect(addr)
+            dt = time.perf_counter_ns() - t0
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+            s.close()
+            if i >= 20:  # the first connections warm the listener's process and this code path
+                samples.append(float(dt))
+    finally:
+        proc.kill()
+        proc.wait()
+    return Samples("tcp_connect", "TCP connect over loopback (socket + handshake)", "io", tuple(samples),
+                   method_of(tcp_connect), None, {"rounds": rounds})
 
 
 def http_samples(url: str, *paths: str, rounds: int = 30, warmup: int = 3) -> tuple[Samples, ...]:

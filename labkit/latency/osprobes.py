@@ -38,6 +38,7 @@ def lock_uncontended(*, quick: bool = False, number: int | None = None, repeats:
     Method: ``timeit`` runs ``a(); r()`` (the lock's bound ``acquire``/``release``) in a loop, net of an
     empty loop. No other thread touches the lock, so this is the atomic instruction plus *two Python
     builtin calls* — the calls are most of it, and they are left in because Python code always pays them.
+    A lock another thread is blocked on costs a wake-up instead: the ``lock_contended`` row.
     """
     number = number or (2_000 if quick else 5_000)
     repeats = repeats or (21 if quick else 51)

@@ -51,20 +51,21 @@ def table_html(t: LatencyTable) -> str:
     return html + "".join(f"<p><b>warning:</b> {escape(w)}</p>" for w in t.warnings)
 
 
-_LADDER_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7]
-_LADDER_LABELS = ("datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
+_LADDER_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]
+_LADDER_LABELS = ("datum.value >= 1e9 ? format(datum.value / 1e9, '~g') + ' s' : "
+                  "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
                   "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : "
                   "format(datum.value, '~g') + ' ns'")
 
 
 def ladder_chart(table: Any, references: pd.DataFrame | None = None,
                    title: str = "The latency ladder, measured here (log scale)") -> alt.LayerChart:
-    """The latency table as a ladder: one row per operation on a log axis from 1 ns to 10 ms.
+    """The latency table as a ladder: one row per operation on a log axis from 1 ns to 1 s.
 
     Each measured row is a dot at its median with a bar from P10 to P90. With ``references`` (the frame of
     :func:`labkit.latency.references`), the published figures for the same operation are drawn beside it
     as hollow marks, one shape per source, so "measured vs Norvig 2001" is read off one line. Values outside
-    1 ns … 10 ms are pinned to the edge; rows with no measurement (or a median ≤ 0) are left out.
+    1 ns … 1 s (a process spawn is tens of ms) are pinned to the edge; rows with no measurement (or a median ≤ 0) are left out.
     """
     import altair as alt
     import pandas as pd
@@ -79,7 +80,7 @@ def ladder_chart(table: Any, references: pd.DataFrame | None = None,
     df["p10_ns"] = df["p10_ns"].clip(lower=0.5)
     df["source"] = "measured here"
     order = list(df.sort_values("median_ns")["label"])
-    scale = alt.Scale(type="log", domain=[1, 1e7], clamp=True)
+    scale = alt.Scale(type="log", domain=[1, 1e9], clamp=True)
     axis = alt.Axis(values=_LADDER_TICKS, labelExpr=_LADDER_LABELS, title="time per operation (log scale)")
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
     base = alt.Chart(df)
