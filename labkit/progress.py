@@ -6,18 +6,33 @@ helper can tell how long the work should take, only if that is over :data:`QUICK
 flashes by is noise). The bars are ``tqdm.auto``: a widget in Jupyter, text on stderr in a terminal — and text
 on the kernel's own stderr inside a ``labkit report`` run (``PERFLAB_PROGRESS_TO=stderr``), whose terminal shows
 it where nobody would see the widget.
+
+A long run shows progress at least every :data:`BEAT_S` seconds — what a learner waits before wondering, and
+what a hub's idle culler counts as activity (docs/workshop.md). A bar over steps moves when a step ends; when one
+step can last longer than that (a load step, a notebook cell, a profile's sampling), a :class:`Heartbeat`
+refreshes the bar from a thread meanwhile, and :func:`timed_bar` is a bar over seconds moved that way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["QUICK_S", "in_notebook", "show_progress", "steps_bar"]
+__all__ = ["BEAT_S", "HEARTBEAT_S", "QUICK_S", "Heartbeat", "in_notebook", "pulse", "show_progress", "steps_bar",
+           "timed_bar"]
 
 #: work expected to take less than this many seconds shows no bar by default
 QUICK_S = 2.0
+#: a long run shows progress at least this often (seconds)
+BEAT_S = 30.0
+#: how often a :class:`Heartbeat` beats by default: well within :data:`BEAT_S`
+HEARTBEAT_S = 10.0
 
 
 def in_notebook() -> bool:
@@ -52,3 +67,80 @@ def steps_bar(progress: bool | None, total: int, desc: str, unit: str, *,
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
+def pulse(beat: Callable[[float], object], stopped: Callable[[float], bool], *, every_s: float = HEARTBEAT_S,
+          clock: Callable[[], float] = time.monotonic) -> int:
+    """Call ``beat(elapsed_s)`` every ``every_s`` seconds until ``stopped(every_s)`` (which waits up to that long)
+    returns True; return how many beats there were. The loop a :class:`Heartbeat`'s thread runs; tests drive it
+    with a fake clock and a fake wait.
+
+    A beat that raises (a bar closed meanwhile, a widget gone with its kernel's front end) ends the pulse: a
+    progress display must never break the measurement it decorates.
+    """
+    t0 = clock()
+    beats = 0
+    while not stopped(every_s):
+        try:
+            beat(clock() - t0)
+        except Exception:
+            return beats
+        beats += 1
+    return beats
+
+
+class Heartbeat:
+    """While its ``with`` block runs, ``beat(elapsed_s)`` is called from a daemon thread every ``every_s`` seconds
+    (default :data:`HEARTBEAT_S`).
+
+    For one long step that has no loop of its own to show progress from::
+
+        with Heartbeat(lambda s: bar.set_postfix_str(f"this step: {s:.0f} s")):
+            result = long_step()
+
+    The thread only sleeps between beats, and stops (joined) when the block ends, however it ends.
+    """
+
+    def __init__(self, beat: Callable[[float], object], every_s: float | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.beat, self.clock = beat, clock
+        self.every_s = HEARTBEAT_S if every_s is None else every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Heartbeat:
+        self._stop.clear()
+        self._thread = threading.Thread(target=pulse, args=(self.beat, self._stop.wait),
+                                        kwargs={"every_s": self.every_s, "clock": self.clock},
+                                        name="labkit.progress.heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.every_s + 5)
+            self._thread = None
+
+
+@contextlib.contextmanager
+def timed_bar(progress: bool | None, seconds: float, desc: str, *, every_s: float = 1.0,
+              clock: Callable[[], float] = time.monotonic) -> Iterator[Any]:
+    """A bar over the ``seconds`` a step should take (work with no steps to count: sampling for a fixed time),
+    moved by a :class:`Heartbeat` every ``every_s``; yields the bar, or None when :func:`show_progress` says no.
+    """
+    total = max(1, math.ceil(seconds))
+    bar = steps_bar(progress, total, desc, "s", expected_s=seconds)
+    if bar is None:
+        yield None
+        return
+
+    def beat(elapsed: float) -> None:
+        bar.n = min(total, int(elapsed))
+        bar.refresh()
+
+    try:
+        with Heartbeat(beat, every_s, clock=clock):
+            yield bar
+    finally:
+        bar.close()

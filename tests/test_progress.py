@@ -33,9 +33,87 @@ def test_every_helper_takes_the_rule_as_its_default():
     import inspect
 
     import labkit
-    from labkit import alloc, latency, layout, load, queueing, report
+    from labkit import alloc, latency, layout, load, profile, queueing, report
 
     helpers = [labkit.compare, load.run, load.sweep, latency.table, layout.sweep, queueing.pool_study,
-               queueing.tail_rounds, alloc.compare_processes, alloc.during_load, report.build, report.execute]
+               queueing.tail_rounds, alloc.compare_processes, alloc.during_load, report.build, report.execute,
+               profile.attach, profile.call, profile.under_load]
     for fn in helpers:
         assert inspect.signature(fn).parameters["progress"].default is None, fn.__qualname__
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_pulse_beats_every_interval_until_stopped():
+    # GIVEN a fake clock and a wait that lets 95 s pass, 10 s at a time
+    clock, beats = FakeClock(), []
+
+    def stopped(timeout: float) -> bool:
+        clock.now += timeout
+        return clock.now > 95
+
+    # WHEN a pulse runs
+    n = progress.pulse(beats.append, stopped, every_s=10, clock=clock)
+    # THEN it beat at 10, 20, … 90 s: never more than the house's 30 s apart, nothing after it was stopped
+    assert beats == [10, 20, 30, 40, 50, 60, 70, 80, 90] and n == 9
+    assert max(b - a for a, b in zip([0, *beats], beats, strict=False)) <= progress.BEAT_S
+
+
+def test_a_beat_that_raises_ends_the_pulse_not_the_measurement():
+    clock = FakeClock()
+
+    def stopped(timeout: float) -> bool:
+        clock.now += timeout
+        return False
+
+    def beat(elapsed: float) -> None:
+        if elapsed >= 20:
+            raise RuntimeError("the bar's widget is gone")
+
+    assert progress.pulse(beat, stopped, every_s=10, clock=clock) == 1
+
+
+def test_a_heartbeat_beats_from_its_thread_and_stops_with_its_block():
+    import threading
+
+    beat_seen = threading.Event()
+    beats: list[float] = []
+
+    def beat(elapsed: float) -> None:
+        beats.append(elapsed)
+        beat_seen.set()
+
+    with progress.Heartbeat(beat, every_s=0.01) as hb:
+        assert beat_seen.wait(10), "no beat during the block"
+    n = len(beats)
+    assert hb._thread is None  # joined
+    threading.Event().wait(0.05)
+    assert len(beats) == n, "it beat after its block ended"
+
+
+def test_a_timed_bar_moves_over_seconds_and_is_none_when_not_shown(capsys):
+    import threading
+
+    clock = FakeClock()
+    with progress.timed_bar(False, 60, "sampling") as bar:
+        assert bar is None
+    with progress.timed_bar(True, 60, "sampling", every_s=0.01, clock=clock) as bar:
+        clock.now = 42.7
+        for _ in range(1000):
+            if bar.n == 42:
+                break
+            threading.Event().wait(0.01)
+        assert bar.n == 42 and bar.total == 60
+        clock.now = 100
+        for _ in range(1000):
+            if bar.n == 60:
+                break
+            threading.Event().wait(0.01)
+        assert bar.n == 60, "a bar never runs past its total"
+    assert "sampling" in capsys.readouterr().err
