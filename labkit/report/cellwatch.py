@@ -17,7 +17,7 @@ from pathlib import Path
 
 from labkit.report.run import CENSUS_TAG
 
-__all__ = ["STILL_S", "CellWatch", "running_cell"]
+__all__ = ["STILL_S", "CellWatch", "first_line", "running_cell", "source_cells"]
 
 #: a cell running this long is said to be still running, and again each time as long again has passed
 STILL_S = 20.0
@@ -25,28 +25,37 @@ STILL_S = 20.0
 _ADDED = {"injected-parameters", CENSUS_TAG}
 
 
+def source_cells(nb: dict) -> list[dict]:
+    """The cells of an executed notebook (as JSON) that its source has: papermill's injected parameters and
+    labkit's census cell left out, so that cell numbers match the notebook the learner wrote."""
+    return [c for c in nb.get("cells", ()) if not _ADDED & set(c.get("metadata", {}).get("tags", ()))]
+
+
+def first_line(cell: dict) -> str:
+    """A cell's first line of code (a comment only when it holds nothing else), at most 80 characters."""
+    source = cell.get("source", "")
+    source = "".join(source) if isinstance(source, list) else source
+    lines = [line.strip() for line in source.splitlines() if line.strip()]
+    return next((line for line in lines if not line.startswith("#")), lines[0] if lines else "")[:80]
+
+
 def running_cell(executed: str | os.PathLike[str]) -> tuple[int, int, str, dt.datetime] | None:
     """The cell papermill is running, read from the executed notebook it saves as each cell starts:
-    ``(number, cells, first line of code, started)`` counted as in the source notebook (papermill's injected parameters
-    and labkit's census cell left out); None when no cell is running or the file is mid-write."""
+    ``(number, cells, first line of code, started)`` counted as in the source notebook (:func:`source_cells`);
+    None when no cell is running or the file is mid-write."""
     try:
         nb = json.loads(Path(executed).read_text())
     except (OSError, ValueError):
         return None
-    cells = [c for c in nb.get("cells", ()) if not _ADDED & set(
-        c.get("metadata", {}).get("tags", ()))]
+    cells = source_cells(nb)
     for number, cell in enumerate(cells, 1):
         pm = cell.get("metadata", {}).get("papermill", {})
         if pm.get("status") == "running" and pm.get("start_time"):
-            source = cell.get("source", "")
-            source = "".join(source) if isinstance(source, list) else source
-            lines = [line.strip() for line in source.splitlines() if line.strip()]
-            first = next((line for line in lines if not line.startswith("#")), lines[0] if lines else "")
             try:
                 started = dt.datetime.fromisoformat(pm["start_time"])
             except ValueError:
                 return None
-            return number, len(cells), first[:80], started
+            return number, len(cells), first_line(cell), started
     return None
 
 
