@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["BEAT_S", "HEARTBEAT_S", "QUICK_S", "Heartbeat", "in_notebook", "pulse", "show_progress", "steps_bar",
-           "timed_bar"]
+__all__ = ["BEAT_S", "HEARTBEAT_S", "QUICK_S", "Heartbeat", "LazySteps", "in_notebook", "new_bar", "pulse",
+           "show_progress", "step_beat", "steps_bar", "timed_bar"]
 
 #: work expected to take less than this many seconds shows no bar by default
 QUICK_S = 2.0
@@ -52,21 +52,46 @@ def show_progress(progress: bool | None, *, expected_s: float | None = None) -> 
     return in_notebook() and (expected_s is None or expected_s >= QUICK_S)
 
 
+def _to_terminal() -> bool:
+    return os.environ.get("PERFLAB_PROGRESS_TO") == "stderr"
+
+
+def new_bar(total: float, desc: str, unit: str, **options: Any) -> Any:
+    """A tqdm bar, shown: text on the terminal's stderr inside a ``labkit report`` run, else ``tqdm.auto`` (a
+    widget in Jupyter). For a helper that decided to show one (:func:`show_progress`); ``options`` go to tqdm."""
+    if _to_terminal():
+        from tqdm import tqdm as text_bar
+
+        return text_bar(total=total, desc=desc, unit=unit, leave=False, file=sys.__stderr__, mininterval=1.0,
+                        **options)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, **options)
+
+
 def steps_bar(progress: bool | None, total: int, desc: str, unit: str, *,
               expected_s: float | None = None) -> Any:
-    """A tqdm bar over ``total`` steps when :func:`show_progress` says so, else None.
+    """A tqdm bar over ``total`` steps when :func:`show_progress` says so (always inside a ``labkit report``
+    run, unless ``progress=False``), else None.
 
     Call ``bar.update()`` after each step and ``bar.close()`` at the end (both only when it is not None).
     """
-    if os.environ.get("PERFLAB_PROGRESS_TO") == "stderr" and progress is not False:
-        from tqdm import tqdm as text_bar
+    if (_to_terminal() and progress is not False) or show_progress(progress, expected_s=expected_s):
+        return new_bar(total, desc, unit)
+    return None
 
-        return text_bar(total=total, desc=desc, unit=unit, leave=False, file=sys.__stderr__, mininterval=1.0)
-    if not show_progress(progress, expected_s=expected_s):
-        return None
-    from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+def step_beat(bar: Any, label: str, step_s: float | None = None) -> contextlib.AbstractContextManager[Any]:
+    """While one step runs, a :class:`Heartbeat` writes ``label: 40 s`` (``of 60 s`` when ``step_s`` is known) as
+    the bar's postfix, so a step longer than :data:`BEAT_S` is not silent; nothing when ``bar`` is None."""
+    if bar is None:
+        return contextlib.nullcontext()
+
+    def beat(elapsed: float) -> None:
+        shown = elapsed if step_s is None else min(elapsed, step_s)
+        bar.set_postfix_str(f"{label}: {shown:.0f} s" + ("" if step_s is None else f" of {step_s:.0f} s"))
+
+    return Heartbeat(beat)
 
 
 def pulse(beat: Callable[[float], object], stopped: Callable[[float], bool], *, every_s: float = HEARTBEAT_S,
@@ -144,3 +169,61 @@ def timed_bar(progress: bool | None, seconds: float, desc: str, *, every_s: floa
             yield bar
     finally:
         bar.close()
+
+
+class LazySteps:
+    """A bar over ``total`` steps for work whose length is known only once it runs (the first step's time).
+
+    The rule of :func:`show_progress` is applied when the first step ends (expected: its time × ``total``) or,
+    if that step is slow, at the first heartbeat during it (:meth:`during`) — so quick work shows no bar and
+    a long first step is not silent::
+
+        steps = LazySteps(progress, 6, "counting", "call")
+        with steps.during("warm-up"):
+            fn()
+        steps.done("warm-up")
+        ...
+        steps.close()
+    """
+
+    def __init__(self, progress: bool | None, total: int, desc: str, unit: str, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.progress, self.total, self.desc, self.unit, self.clock = progress, total, desc, unit, clock
+        self.t0 = clock()
+        self.steps = 0
+        self.bar: Any = None
+        self._decided = False
+        self._lock = threading.Lock()
+
+    def _decide(self, steps_s: float, steps: int) -> Any:
+        with self._lock:
+            if not self._decided:
+                self._decided = True
+                self.bar = steps_bar(self.progress, self.total, self.desc, self.unit,
+                                     expected_s=steps_s / max(steps, 1) * self.total)
+                if self.bar is not None and self.steps:
+                    self.bar.update(self.steps)
+            return self.bar
+
+    def done(self, what: str) -> None:
+        """One step ended (``what`` is shown beside the bar)."""
+        bar = self._decide(self.clock() - self.t0, self.steps + 1)   # a new bar catches up the steps before
+        self.steps += 1
+        if bar is not None:
+            bar.set_postfix_str(what, refresh=False)
+            bar.update(1)
+
+    def during(self, label: str) -> contextlib.AbstractContextManager[Any]:
+        """Around a step that may be slow: every :data:`HEARTBEAT_S` the bar (made now if the rule allows work
+        this long) says ``label: 20 s``. Not for a step being measured in a way a drawing thread disturbs."""
+        def beat(elapsed: float) -> None:
+            bar = self._decide(self.clock() - self.t0, self.steps + 1)
+            if bar is not None:
+                bar.set_postfix_str(f"{label}: {elapsed:.0f} s")
+
+        return Heartbeat(beat, clock=self.clock)
+
+    def close(self) -> None:
+        """Close the bar, if one was shown."""
+        if self.bar is not None:
+            self.bar.close()

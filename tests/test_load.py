@@ -458,6 +458,18 @@ def test_knee_rule():
     assert df["offered"].tolist() == [100, 200, 300, 400] and "p99_ns" in df.columns
 
 
+def test_in_a_report_run_the_load_bar_is_text_on_the_terminal(server, monkeypatch, capfd):
+    from labkit import progress
+
+    # GIVEN the kernel of a `labkit report` run: a notebook whose bars go to the terminal's stderr
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setenv("PERFLAB_PROGRESS_TO", "stderr")
+    # WHEN a load runs THEN its bar over seconds is drawn there, with the rate
+    run(server.url + "/ok", rate=100, duration_s=0.5)
+    err = capfd.readouterr().err
+    assert "100 req/s" in err and "/0.5 s" in err, err
+
+
 def test_sweep_runs_each_rate_and_round_trips(server, tmp_path):
     sw = sweep(server.url + "/ok", [100, 200], duration_s=0.2, warmup_s=0.05, pause_s=0)
     assert [s.responses for s in sw.steps] == [20, 40]

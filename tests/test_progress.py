@@ -37,7 +37,7 @@ def test_every_helper_takes_the_rule_as_its_default():
 
     helpers = [labkit.compare, load.run, load.sweep, latency.table, layout.sweep, queueing.pool_study,
                queueing.tail_rounds, alloc.compare_processes, alloc.during_load, report.build, report.execute,
-               profile.attach, profile.call, profile.under_load]
+               profile.attach, profile.call, profile.under_load, labkit.sweep_sizes, alloc.count, alloc.compare]
     for fn in helpers:
         assert inspect.signature(fn).parameters["progress"].default is None, fn.__qualname__
 
@@ -117,3 +117,61 @@ def test_a_timed_bar_moves_over_seconds_and_is_none_when_not_shown(capsys):
             threading.Event().wait(0.01)
         assert bar.n == 60, "a bar never runs past its total"
     assert "sampling" in capsys.readouterr().err
+
+
+def test_lazy_steps_show_a_bar_only_for_work_that_turns_out_long(monkeypatch):
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    clock = FakeClock()
+    # GIVEN ten steps whose first takes 0.1 s: 1 s expected, quick
+    quick = progress.LazySteps(None, 10, "quick", "call", clock=clock)
+    clock.now = 0.1
+    quick.done("one")
+    clock.now = 60
+    quick.done("two")              # decided once: a slow second step does not bring a bar back
+    assert quick.bar is None
+    # GIVEN ten steps whose first takes 1 s: 10 s expected
+    slow = progress.LazySteps(None, 10, "slow", "call", clock=clock)
+    clock.now = 61
+    slow.done("one")
+    slow.done("two")
+    assert slow.bar is not None and slow.bar.n == 2 and slow.bar.total == 10
+    slow.close()
+    never = progress.LazySteps(False, 10, "refused", "call", clock=clock)
+    clock.now = 1_000
+    never.done("one")
+    assert never.bar is None
+
+
+def test_a_slow_first_step_shows_its_bar_at_the_first_heartbeat(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    clock = FakeClock()
+    steps = progress.LazySteps(None, 3, "counting", "call", clock=clock)
+    # WHEN the first step has run for 30 s and is not done
+    with steps.during("warm-up"):
+        clock.now = 30
+        for _ in range(1000):
+            if steps.bar is not None and "warm-up: 30 s" in str(steps.bar.postfix):
+                break
+            threading.Event().wait(0.01)
+        # THEN the bar is up, saying which step and for how long
+        assert steps.bar is not None and "warm-up: 30 s" in steps.bar.postfix
+    steps.done("warm-up")
+    assert steps.bar.n == 1
+    steps.close()
+
+
+def test_inside_a_report_run_the_bars_are_text_on_the_terminal(monkeypatch, capfd):
+    import labkit
+    from labkit import alloc
+
+    # GIVEN the kernel of a `labkit report` run (its bars go to the terminal's stderr)
+    monkeypatch.setenv("PERFLAB_PROGRESS_TO", "stderr")
+    # WHEN an allocation count and a size sweep run, quick as they are
+    alloc.count(sorted, [3, 1, 2], calls=2, census=False)
+    labkit.sweep_sizes({"sorted": sorted}, (10, 20), lambda n: list(range(n)), repeat=2)
+    # THEN the terminal saw both bars
+    err = capfd.readouterr().err
+    assert "counting sorted" in err and "size sweep" in err, err

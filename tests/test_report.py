@@ -464,6 +464,24 @@ def test_a_long_cell_is_named_while_it_runs_every_20_s(tmp_path):
     assert len(said) == 3
 
 
+def test_a_slow_render_says_it_is_still_rendering_and_a_quick_one_says_nothing(monkeypatch):
+    import threading
+
+    from labkit import progress
+    from labkit.report import pipeline
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    said: list[str] = []
+    with pipeline._rendering(said.append):
+        threading.Event().wait(0.1)          # ten beats, all before the 20 s a render may take in silence
+    assert said == []
+    monkeypatch.setattr(pipeline, "STILL_S", 0.0)
+    heard = threading.Event()
+    with pipeline._rendering(lambda line: (said.append(line), heard.set())):
+        assert heard.wait(10)
+    assert said[0].startswith("labkit report: still rendering the page (") and "SVG" in said[0]
+
+
 @pytest.mark.slow
 def test_labkit_report_names_a_long_cell_on_the_command_line_while_it_runs(tmp_path, capsys, monkeypatch):
     from labkit import progress

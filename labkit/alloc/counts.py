@@ -51,6 +51,7 @@ from labkit.alloc.rss import _can_reset, _in_place
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import function, integer
 from labkit.machine import fingerprint
+from labkit.progress import LazySteps
 from labkit.results import Saveable, TextRepr
 from labkit.stats import format_bytes
 
@@ -263,7 +264,7 @@ def _traced_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
 
 
 def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1, census: bool = True,
-          rss: bool = True, name: str | None = None, **kwargs: Any) -> AllocationCount:
+          rss: bool = True, name: str | None = None, progress: bool | None = None, **kwargs: Any) -> AllocationCount:
     """Count what ``fn(*args, **kwargs)`` allocates: ``warmup`` calls, then ``calls`` counted calls.
 
     Each counted call runs once under tracemalloc (blocks, size_bytes, peak_bytes, gc_collections) and, with
@@ -282,6 +283,9 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
             in place; skipped, with the reason in ``rss_note``, where it does not: use
             :func:`labkit.alloc.rss_peak` with ``fresh=True`` there).
         name: a label (default: the function's name).
+        progress: a bar over the calls (:mod:`labkit.progress`: by default in a notebook, and on the terminal
+            of a ``labkit report``). It moves between calls and, during a warm-up call, every 10 s; never during
+            a counted call, where drawing it would allocate inside what is being counted.
 
     Returns:
         An :class:`AllocationCount`. If memray is missing or another memray tracker is active,
@@ -294,6 +298,38 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
     _check_fn(fn, "fn")
     calls = integer(calls, "calls")
     warmup = integer(warmup, "warmup", low=0)
+    label = name or getattr(fn, "__name__", type(fn).__name__)
+    note = "census=False" if not census else (census_unavailable() or "")
+    steps = LazySteps(progress, warmup + calls * (2 if census and not note else 1) + int(rss), f"counting {label}",
+                      "call")
+    done = steps.done  # between calls only
+    try:
+        per, notes = _traced_calls(fn, args, kwargs, calls, warmup, steps)
+        rss_added, rss_note = _rss_call(fn, args, kwargs) if rss else (None, "rss=False")
+        if rss:
+            done("resident peak read")
+        allocs: tuple[int, ...] | None = None
+        sizes: tuple[int, ...] | None = None
+        if census and not note:
+            try:
+                runs = []
+                for i in range(calls):
+                    runs.append(_census_call(fn, args, kwargs))
+                    done(f"census {i + 1}/{calls}")
+                allocs, sizes = tuple(r[0] for r in runs), tuple(r[1] for r in runs)
+            except ProbeUnavailable as e:
+                note = str(e).removeprefix("cannot count allocator calls: ")
+    finally:
+        steps.close()
+    return AllocationCount(
+        label, allocs, sizes,
+        tuple(p[0] for p in per), tuple(p[1] for p in per), tuple(p[2] for p in per), tuple(p[3] for p in per),
+        warmup, note, tuple(notes), fingerprint=fingerprint(), rss_added_bytes=rss_added, rss_note=rss_note)
+
+
+def _traced_calls(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], calls: int, warmup: int,
+                  steps: LazySteps) -> tuple[list[tuple[int, int, int, tuple[int, int, int]]], list[str]]:
+    """The warm-up calls, then the counted calls under tracemalloc (started here unless it already runs)."""
     notes: list[str] = []
     started = not tracemalloc.is_tracing()
     if started:
@@ -302,27 +338,17 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
         notes.append("tracemalloc was already tracing (started elsewhere): its peak was reset while counting")
     per: list[tuple[int, int, int, tuple[int, int, int]]] = []
     try:
-        for _ in range(warmup):
-            fn(*args, **kwargs)  # traced, so tracemalloc knows what a warm call frees
-        for _ in range(calls):
+        for i in range(warmup):
+            with steps.during(f"warm-up call {i + 1}/{warmup}"):
+                fn(*args, **kwargs)  # traced, so tracemalloc knows what a warm call frees
+            steps.done(f"warm-up {i + 1}/{warmup}")
+        for i in range(calls):
             per.append(_traced_call(fn, args, kwargs))
+            steps.done(f"traced {i + 1}/{calls}")
     finally:
         if started:
             tracemalloc.stop()
-    rss_added, rss_note = _rss_call(fn, args, kwargs) if rss else (None, "rss=False")
-    allocs: tuple[int, ...] | None = None
-    sizes: tuple[int, ...] | None = None
-    note = "census=False" if not census else (census_unavailable() or "")
-    if census and not note:
-        try:
-            runs = [_census_call(fn, args, kwargs) for _ in range(calls)]
-            allocs, sizes = tuple(r[0] for r in runs), tuple(r[1] for r in runs)
-        except ProbeUnavailable as e:
-            note = str(e).removeprefix("cannot count allocator calls: ")
-    return AllocationCount(
-        name or getattr(fn, "__name__", type(fn).__name__), allocs, sizes,
-        tuple(p[0] for p in per), tuple(p[1] for p in per), tuple(p[2] for p in per), tuple(p[3] for p in per),
-        warmup, note, tuple(notes), fingerprint=fingerprint(), rss_added_bytes=rss_added, rss_note=rss_note)
+    return per, notes
 
 
 def _rss_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, str]:
@@ -347,7 +373,7 @@ def _census_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
 
 def compare(baseline: Callable[..., Any], candidate: Callable[..., Any], /, *args: Any, calls: int = 5,
             warmup: int = 1, census: bool = True, rss: bool = True, names: tuple[str, str] | None = None,
-            **kwargs: Any) -> AllocComparison:
+            progress: bool | None = None, **kwargs: Any) -> AllocComparison:
     """Count ``baseline(*args, **kwargs)`` and ``candidate(*args, **kwargs)`` alike; both side by side.
 
     Same options as :func:`count` (``names`` labels the two sides). Counts are compared, never times:
@@ -358,6 +384,6 @@ def compare(baseline: Callable[..., Any], candidate: Callable[..., Any], /, *arg
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
     if na == nb:
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"
-    opts = {"calls": calls, "warmup": warmup, "census": census, "rss": rss}
+    opts = {"calls": calls, "warmup": warmup, "census": census, "rss": rss, "progress": progress}
     return AllocComparison(count(baseline, *args, name=na, **opts, **kwargs),
                            count(candidate, *args, name=nb, **opts, **kwargs))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -13,7 +12,7 @@ from labkit.errors import BadInputError
 from labkit.inputs import integer
 from labkit.load._runner import run
 from labkit.load.result import LoadResult
-from labkit.progress import Heartbeat, steps_bar
+from labkit.progress import step_beat, steps_bar
 from labkit.results import Saveable, TextRepr
 
 __all__ = ["Knee", "Sweep", "sweep", "broken_rule"]
@@ -206,7 +205,7 @@ def sweep(
         for k, rate in enumerate(rate_list):
             if k and pause_s > 0:
                 time.sleep(pause_s)
-            with _step_beat(bar, k, rate, warmup_s + duration_s):
+            with step_beat(bar, f"step {k + 1} at {rate:,.0f} req/s", warmup_s + duration_s):
                 r = run(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, max_requests=max_requests,
                         progress=False, **run_kwargs)
             steps.append(r)
@@ -223,17 +222,6 @@ def sweep(
         if bar is not None:
             bar.close()
     return Sweep(steps=tuple(steps))
-
-
-def _step_beat(bar: Any, k: int, rate: float, step_s: float) -> Any:
-    """While step ``k`` runs, the bar says how far it is (a step can outlast the 30 s a long run may be silent)."""
-    if bar is None:
-        return contextlib.nullcontext()
-
-    def beat(elapsed: float) -> None:
-        bar.set_postfix_str(f"step {k + 1} at {rate:,.0f} req/s: {min(elapsed, step_s):.0f} of {step_s:.0f} s")
-
-    return Heartbeat(beat)
 
 
 def broken_rule(r: LoadResult, base: LoadResult, *, p99_factor: float = P99_FACTOR,
