@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["BEAT_S", "HEARTBEAT_S", "QUICK_S", "Heartbeat", "LazySteps", "in_notebook", "new_bar", "pulse",
-           "show_progress", "step_beat", "steps_bar", "timed_bar"]
+           "refreshing", "show_progress", "step_beat", "steps_bar", "timed_bar"]
 
 #: work expected to take less than this many seconds shows no bar by default
 QUICK_S = 2.0
@@ -79,6 +79,12 @@ def steps_bar(progress: bool | None, total: int, desc: str, unit: str, *,
     if (_to_terminal() and progress is not False) or show_progress(progress, expected_s=expected_s):
         return new_bar(total, desc, unit)
     return None
+
+
+def refreshing(bar: Any) -> contextlib.AbstractContextManager[Any]:
+    """While a loop of steps runs, a :class:`Heartbeat` redraws ``bar`` (its elapsed time moves), so a step that
+    outlasts :data:`BEAT_S` is not silent; one thread for the whole loop. Nothing when ``bar`` is None."""
+    return contextlib.nullcontext() if bar is None else Heartbeat(lambda _elapsed: bar.refresh())
 
 
 def step_beat(bar: Any, label: str, step_s: float | None = None) -> contextlib.AbstractContextManager[Any]:
