@@ -462,6 +462,10 @@ def test_a_long_cell_is_named_while_it_runs_every_20_s(tmp_path):
     executed.write_text('{"cells": [')
     watch()
     assert len(said) == 3
+    from labkit.report.cellwatch import first_line
+
+    assert first_line({"source": ["import time\n", "# nap\n", "time.sleep(45)\n"]}) == "import time …"
+    assert first_line({"source": "# only a comment"}) == "# only a comment" and first_line({"source": ""}) == ""
 
 
 def test_a_slow_render_says_it_is_still_rendering_and_a_quick_one_says_nothing(monkeypatch):
@@ -473,7 +477,7 @@ def test_a_slow_render_says_it_is_still_rendering_and_a_quick_one_says_nothing(m
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
     said: list[str] = []
     with pipeline._rendering(said.append):
-        threading.Event().wait(0.1)          # ten beats, all before the 20 s a render may take in silence
+        threading.Event().wait(0.1)          # ten beats, all before the 15 s a render may take in silence
     assert said == []
     monkeypatch.setattr(pipeline, "STILL_S", 0.0)
     heard = threading.Event()

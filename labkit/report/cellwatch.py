@@ -3,7 +3,7 @@ shows progress at least every 30 s (:data:`labkit.progress.BEAT_S`), so ``labkit
 
     with Heartbeat(CellWatch(run.executed)):     # labkit.progress.Heartbeat: every 10 s
         papermill.execute_notebook(...)
-    # labkit report: cell 14 of 31 still running after 1 min 40 s: cmp = labkit.compare(parse_c, parse_arrow, ...)
+    # labkit report: cell 14 of 31 still running after 1 min 35 s: cmp = labkit.compare(parse_c, parse_arrow)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from labkit.report.run import CENSUS_TAG
 __all__ = ["STILL_S", "CellWatch", "first_line", "running_cell", "source_cells"]
 
 #: a cell running this long is said to be still running, and again each time as long again has passed
-STILL_S = 20.0
+STILL_S = 15.0
 #: the tags of the cells a report run adds to the notebook (papermill's parameters, labkit's package census)
 _ADDED = {"injected-parameters", CENSUS_TAG}
 
@@ -32,11 +32,14 @@ def source_cells(nb: dict) -> list[dict]:
 
 
 def first_line(cell: dict) -> str:
-    """A cell's first line of code (a comment only when it holds nothing else), at most 80 characters."""
+    """A cell's first line of code (a comment only when it holds nothing else), at most 80 characters, with
+    `` …`` when more code follows."""
     source = cell.get("source", "")
     source = "".join(source) if isinstance(source, list) else source
     lines = [line.strip() for line in source.splitlines() if line.strip()]
-    return next((line for line in lines if not line.startswith("#")), lines[0] if lines else "")[:80]
+    code = [line for line in lines if not line.startswith("#")]
+    first = (code or lines or [""])[0][:80]
+    return first + " …" if len(code) > 1 else first
 
 
 def running_cell(executed: str | os.PathLike[str]) -> tuple[int, int, str, dt.datetime] | None:

@@ -82,7 +82,7 @@ def _say(say: Callable[[str], None] | None) -> Callable[[str], None]:
 
 
 def _rendering(say: Callable[[str], None]) -> Heartbeat:
-    """Says every 10 s that the page is still being made, once it has taken 20 s (many charts to draw)."""
+    """Says every 10 s that the page is still being made, once it has taken 15 s (many charts to draw)."""
     def beat(elapsed: float) -> None:
         if elapsed >= STILL_S:
             say(f"labkit report: still rendering the page ({elapsed:.0f} s: charts are drawn as SVG one by one)")

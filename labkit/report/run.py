@@ -284,7 +284,7 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
         raw: the command-line text of each parameter (``"5,50"``), so a text parameter keeps what was typed.
         root: where run folders go (default: ``reports/`` under :func:`labkit.results.results_dir`).
         progress: show papermill's per-cell progress bar (:mod:`labkit.progress`: by default inside a notebook),
-            and a line on stderr naming a cell still running every 20 s (:class:`CellWatch`).
+            and a line on stderr naming a cell still running after 15 s, then about every 20 s (:class:`CellWatch`).
         start_timeout: seconds to wait for the kernel to start.
 
     Raises:
