@@ -7,10 +7,13 @@ flashes by is noise). The bars are ``tqdm.auto``: a widget in Jupyter, text on s
 on the kernel's own stderr inside a ``labkit report`` run (``PERFLAB_PROGRESS_TO=stderr``), whose terminal shows
 it where nobody would see the widget.
 
-A long run shows progress at least every :data:`BEAT_S` seconds — what a learner waits before wondering, and
-what a hub's idle culler counts as activity (docs/workshop.md). A bar over steps moves when a step ends; when one
-step can last longer than that (a load step, a notebook cell, a profile's sampling), a :class:`Heartbeat`
-refreshes the bar from a thread meanwhile, and :func:`timed_bar` is a bar over seconds moved that way.
+Every bar comes from :func:`new_bar` (:func:`steps_bar` applies the rule first; :class:`LazySteps` applies it
+once the first step shows how long the work is). A long run shows progress at least every :data:`BEAT_S`
+seconds — what a learner waits before wondering, and what a hub's idle culler counts as activity
+(docs/workshop.md). A bar over steps moves when a step ends; when one step can last longer than that (a load
+step, a round, a notebook cell, a profile's sampling), a :class:`Heartbeat` redraws the bar from a thread
+meanwhile (:func:`refreshing`, :func:`step_beat`), and :func:`timed_bar` is a bar over seconds moved that way.
+A heartbeat never runs inside a call whose allocations are being counted: drawing allocates.
 """
 
 from __future__ import annotations
