@@ -1,6 +1,7 @@
 """labkit — the helper package behind perflab's labs: measure honestly, then decide.
 
-The top level holds the few names every lab uses; each tool lives in its own module
+The top level holds the few names every lab and review uses (``sweep_sizes`` times candidates over input sizes;
+``labkit.load.sweep`` is the other sweep, over request rates); each tool lives in its own module
 (``labkit.trace``, ``labkit.charts``, ``labkit.service``, ``labkit.load`` …), imported on first use.
 """
 
@@ -15,6 +16,7 @@ from labkit.errors import LabkitError
 from labkit.machine import fingerprint
 from labkit.microbench import BenchResult, bench
 from labkit.record import Experiment, experiments
+from labkit.scaling import SizeSweep, sweep_sizes
 from labkit.trace import collect, span
 
 __all__ = [
@@ -22,12 +24,14 @@ __all__ = [
     "Comparison",
     "Experiment",
     "LabkitError",
+    "SizeSweep",
     "bench",
     "collect",
     "compare",
     "experiments",
     "fingerprint",
     "span",
+    "sweep_sizes",
 ]
 
 __version__ = "0.1.0"

@@ -48,7 +48,7 @@ from labkit.errors import BadInputError
 from labkit.inputs import function, integer
 from labkit.machine import fingerprint
 from labkit.microbench import _result
-from labkit.progress import steps_bar
+from labkit.progress import LazySteps, refreshing, steps_bar
 from labkit.results import Saveable
 from labkit.stats import RatioEstimate, format_duration, ratio_of_medians
 from labkit.workers import LocalSide, WorkerSide
@@ -296,11 +296,13 @@ def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float
     deadline = begun + max_time * 1e9  # the whole comparison: calibration and warm-up included
     loops, warm = [], []
     round_ns = 0.0  # the pace: one round's wall time, as the warm-up showed it
-    for side in sides:
-        n, seen, share = side.warm()
-        loops.append(n)
-        warm.append(seen)
-        round_ns += share
+    early = LazySteps(progress, rounds, "A/B rounds", "round")  # a bar already, if warming up is slow
+    with early.during("calibrating and warming up"):
+        for side in sides:
+            n, seen, share = side.warm()
+            loops.append(n)
+            warm.append(seen)
+            round_ns += share
     # the plan is fixed here, before any counted round: how many rounds the time left allows at the warm-up's pace
     left = max(0.0, deadline - clock())
     plan = plan_looks(rounds, max_rounds, alpha, affordable=left / round_ns if round_ns > 0 else None)
@@ -308,28 +310,33 @@ def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float
     samples: list[list[float]] = [[], []]
     counts: list[list[int]] = [[], []]
     gc_ns: list[list[int]] = [[], []]
-    bar = steps_bar(progress, rounds, "A/B rounds", "round", expected_s=rounds * round_ns / 1e9)
+    bar = early.bar
+    if bar is None:
+        bar = steps_bar(progress, rounds, "A/B rounds", "round", expected_s=rounds * round_ns / 1e9)
+    else:
+        bar.set_postfix_str("", refresh=False)
     look, cut = 0, None
-    for look, (target, alpha_look) in enumerate(plan, 1):
-        if bar is not None and look > 1:
-            bar.total = target
-            bar.set_postfix_str(f"unclear so far: look {look} of {len(plan)}")
-        for r in range(len(samples[0]), target):
-            if r >= floor and clock() > deadline:
-                cut = (r, plan[-1][0])
-                break
-            order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
-            for i in order:
-                ns, collections, in_gc = sides[i].sample(r)
-                samples[i].append(ns)
-                counts[i].append(collections)
-                gc_ns[i].append(in_gc)
-            if bar is not None:
-                bar.update(1)
-        est = _estimate(samples[0], samples[1], True, alpha_look, seed)
-        if cut is not None or verdict_for(est.ci, est.p_value, min_effect, alpha_look) != "inconclusive" \
-                or clock() > deadline:
-            break  # decided; or out of time: the looks left are skipped and their α stays unspent
+    with refreshing(bar):  # a round past 30 s still shows progress: the bar's clock moves every 10 s
+        for look, (target, alpha_look) in enumerate(plan, 1):
+            if bar is not None and look > 1:
+                bar.total = target
+                bar.set_postfix_str(f"unclear so far: look {look} of {len(plan)}")
+            for r in range(len(samples[0]), target):
+                if r >= floor and clock() > deadline:
+                    cut = (r, plan[-1][0])
+                    break
+                order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate who goes first: no side always runs warm
+                for i in order:
+                    ns, collections, in_gc = sides[i].sample(r)
+                    samples[i].append(ns)
+                    counts[i].append(collections)
+                    gc_ns[i].append(in_gc)
+                if bar is not None:
+                    bar.update(1)
+            est = _estimate(samples[0], samples[1], True, alpha_look, seed)
+            if cut is not None or verdict_for(est.ci, est.p_value, min_effect, alpha_look) != "inconclusive" \
+                    or clock() > deadline:
+                break  # decided; or out of time: the looks left are skipped and their α stays unspent
     if bar is not None:
         bar.close()
     return samples, loops, warm, est, plan, look, counts, gc_ns, cut

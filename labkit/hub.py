@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.doctor import Check
+from labkit.labs import CellTime, culler_check, longest_cells
 
 __all__ = ["CpuQuota", "Probe", "cpu_quota", "on_hub", "probe", "checks"]
 
@@ -247,7 +248,8 @@ def _span(cores: tuple[int, ...]) -> str:
 
 
 def checks(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None,
-           measured: Probe | None = None, machine_cores: int | None = None) -> tuple[Check, ...]:
+           measured: Probe | None = None, machine_cores: int | None = None,
+           cells: Mapping[tuple[str, bool], CellTime] | None = None) -> tuple[Check, ...]:
     """The hub checks, one :class:`~labkit.doctor.Check` each: quota, throttling, cores, neighbours, steal, limits.
 
     Args:
@@ -255,6 +257,8 @@ def checks(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = N
         env: the environment to read ``CPU_LIMIT`` / ``CPU_GUARANTEE`` / ``MEM_LIMIT`` from (default: os.environ).
         measured: a :func:`probe` already taken (default: take one now, 0.5 s on every allowed core).
         machine_cores: the node's core count (default: os.cpu_count()).
+        cells: each lab's longest cell as measured (default: :func:`labkit.labs.longest_cells`, from this
+            server's ``labkit report`` runs), compared with the culler's timeout.
     """
     env = os.environ if env is None else env
     quota = cpu_quota(root)
@@ -265,7 +269,7 @@ def checks(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = N
            _affinity_check(p, n_node, hub, cpuset(root)),
            _neighbour_check(p), _steal_check(p)]
     out += _env_checks(env, len(p.cores))
-    out.append(_culler_check(env))
+    out.append(_culler_check(env, longest_cells() if cells is None else cells))
     return tuple(out)
 
 
@@ -367,18 +371,5 @@ def _env_checks(env: Mapping[str, str], n: int) -> list[Check]:
     return out
 
 
-#: the longest a lab's labkit call runs without printing progress (seconds); labkit's long runs print more often
-SILENT_S = 30
-
-
-def _culler_check(env: Mapping[str, str]) -> Check:
-    timeout = _number(env, "PERFLAB_CULL_TIMEOUT")
-    if timeout is None:
-        return Check("culler", "ok", "its timeout is not visible here (the workshop config sets "
-                     "PERFLAB_CULL_TIMEOUT); labkit's long runs print progress at least every 30 s")
-    if timeout <= 2 * SILENT_S:
-        return Check("culler", "warn", f"idle servers are culled after {timeout:g} s, within twice the 30 s between "
-                     "progress reports: a slow cell or a paused learner loses the server",
-                     "ask for a culler timeout of an hour (jupyterhub-idle-culler --timeout=3600, docs/workshop.md)")
-    return Check("culler", "ok", f"idle servers are culled after {timeout:g} s; labkit's long runs report "
-                 "progress at least every 30 s, which counts as activity")
+def _culler_check(env: Mapping[str, str], cells: Mapping[tuple[str, bool], CellTime]) -> Check:
+    return culler_check(_number(env, "PERFLAB_CULL_TIMEOUT"), cells)

@@ -29,6 +29,7 @@ from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.machine import fingerprint
 from labkit.microbench import bench
+from labkit.progress import LazySteps
 from labkit.results import Saveable
 from labkit.stats import format_duration
 
@@ -134,7 +135,8 @@ class SizeSweep(Saveable):
 
 def sweep_sizes(candidates: Callable[..., Any] | Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
                 sizes: Sequence[int], make_input: Callable[[int], Any], *, nbytes: Callable[[Any], int] | None = None,
-                repeat: int = 7, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns) -> SizeSweep:
+                repeat: int = 7, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
+                progress: bool | None = None) -> SizeSweep:
     """Time each candidate on inputs of each size.
 
     Args:
@@ -144,6 +146,10 @@ def sweep_sizes(candidates: Callable[..., Any] | Sequence[Callable[..., Any]] | 
         make_input: builds the input of a size (not timed; once per size, shared by the candidates).
         nbytes: the input's size in bytes, for throughput (default: :func:`size_in_bytes`).
         repeat, min_sample_time, clock: as in :func:`labkit.bench`, per candidate and size.
+        progress: a bar over the (size, candidate) steps, saying which one runs and for how long, at least every
+            30 s (:class:`labkit.progress.LazySteps`: in a notebook once the sweep proves long, and on the terminal
+            of a ``labkit report``). It is redrawn from another thread every 10 s during a step: a sample that
+            redraw lands in is longer by it, which the medians reported here do not follow.
 
     Raises:
         BadInputError: no candidate, a candidate that is not callable, or sizes that are not positive integers.
@@ -164,11 +170,18 @@ def sweep_sizes(candidates: Callable[..., Any] | Sequence[Callable[..., Any]] | 
     order = sorted(int(s) for s in sizes)
     samples: list[list[tuple[float, ...]]] = [[] for _ in named]
     found: list[int | None] = []
-    for size in order:
-        x = make_input(size)
-        args = x if isinstance(x, tuple) else (x,)
-        found.append(nbytes(x) if nbytes is not None else size_in_bytes(x))
-        for i, fn in enumerate(named.values()):
-            r = bench(fn, *args, repeat=repeat, min_sample_time=min_sample_time, clock=clock)
-            samples[i].append(r.samples_ns)
+    steps = LazySteps(progress, len(order) * len(named), "size sweep", "step")
+    try:
+        for size in order:
+            with steps.during(f"making the input of size {size:,}"):
+                x = make_input(size)
+            args = x if isinstance(x, tuple) else (x,)
+            found.append(nbytes(x) if nbytes is not None else size_in_bytes(x))
+            for i, (label, fn) in enumerate(named.items()):
+                with steps.during(f"{label} at size {size:,}"):
+                    r = bench(fn, *args, repeat=repeat, min_sample_time=min_sample_time, clock=clock)
+                samples[i].append(r.samples_ns)
+                steps.done(f"{label} at {size:,}: {format_duration(r.median_ns)}")
+    finally:
+        steps.close()
     return SizeSweep(tuple(named), tuple(order), tuple(tuple(s) for s in samples), tuple(found), fingerprint())

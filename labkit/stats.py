@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from labkit.errors import BadInputError
 __all__ = [
     "percentiles",
     "format_duration",
+    "duration_unit",
     "format_bytes",
     "as_samples",
     "RatioEstimate",
@@ -35,6 +37,16 @@ def format_duration(ns: float, digits: int = 3) -> str:
             value = ns / scale
             return f"{value:.{digits}g} {unit}" if abs(value) < 10 ** digits else f"{value:.0f} {unit}"
     raise AssertionError("unreachable")
+
+
+def duration_unit(ns: Any) -> tuple[float, str]:
+    """The unit to show these durations (nanoseconds) in, as ``(nanoseconds per unit, name)``: the one that puts
+    their median between 1 and 1000, as :func:`format_duration` does for one value — ``(1e6, "ms")`` for samples
+    around 3 ms. A chart's axis is read in it."""
+    v = np.abs(np.asarray(ns, dtype=float).ravel())
+    v = v[np.isfinite(v) & (v > 0)]
+    mag = float(np.median(v)) if v.size else 1.0
+    return next(((scale, unit) for scale, unit in _UNITS if mag >= scale), (1.0, "ns"))
 
 
 _BYTE_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))

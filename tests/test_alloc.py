@@ -220,3 +220,38 @@ def test_rss_peak_sees_a_native_allocation_in_place_and_in_a_fresh_process(tmp_p
         alloc.rss_peak(lambda: None, fresh=True)
     with pytest.raises(BadInputError, match="needs a callable"):
         alloc.rss_peak(np.ones(3))
+
+
+def test_rss_peak_sees_a_warm_call_again_and_again():
+    import numpy as np
+
+    # GIVEN a call that allocates and fills 8 MiB, freed when it returns: glibc keeps such memory resident
+    def fill() -> float:
+        return float(np.ones(2**20).sum())
+
+    # WHEN its peak is read four times in a row THEN each reading sees the 8 MiB (freed memory is handed back
+    # to the kernel before each call, so a warm call touches its pages again)
+    assert all(alloc.rss_peak(fill).added_bytes >= 6 * 2**20 for _ in range(4))
+
+
+def _mapped(size: int = 32 * 2**20) -> int:
+    import mmap
+
+    m = mmap.mmap(-1, size)        # memory no Python allocator hands out: tracemalloc and memray cannot see it
+    for i in range(0, size, 4096):
+        m[i] = 1                   # touched, so resident
+    m.close()
+    return size
+
+
+def test_count_puts_the_resident_memory_peak_beside_the_allocation_profile_by_default():
+    # WHEN a call that maps and touches 32 MiB is counted
+    a = alloc.count(_mapped, calls=2, census=False)
+    # THEN tracemalloc's peak misses it and the resident-memory peak of one more, untraced call sees it
+    assert a.peak_bytes < 2**20 and a.rss_added_bytes >= 24 * 2**20 and a.rss_note == ""
+    assert "resident memory +" in str(a) and "native included" in str(a)
+    c = alloc.compare(_mapped, lambda: 0, calls=1, census=False, names=("mapped", "nothing"))
+    assert c.ratio("rss_added_bytes") < 0.25 and "rss_added_bytes" in str(c)
+    # AND it can be left out, saying so
+    off = alloc.count(_mapped, calls=1, census=False, rss=False)
+    assert off.rss_added_bytes is None and off.rss_note == "rss=False" and "not read (rss=False)" in str(off)

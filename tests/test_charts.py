@@ -48,14 +48,40 @@ def test_the_offline_bundle_is_built_once_and_then_read_from_disk(tmp_path, monk
 def test_builders_render_to_svg_offline(result):
     c = compare(Measured(1e6, 1, "a"), Measured(8e5, 2, "b"))
     for chart in (charts.distribution_chart(result), charts.cdf_chart(result, log_x=True), charts.percentile_chart(result),
-                  charts.percentile_chart(result, log_y=True), charts.ab_chart(c)):
+                  charts.percentile_chart(result, log_y=True)):
         svg = charts.to_svg(chart)
-        assert svg.startswith("<svg") and "time (µs)" in svg
+        assert svg.startswith("<svg") and "time (µs)" in svg   # samples of 1–2 µs
+    assert "time (µs)" in charts.to_svg(charts.ab_chart(c))     # samples around 0.9 ms: 900 µs, not 0.9 ms
+
+
+@pytest.mark.parametrize(("median_ns", "unit", "shown"), [
+    (300, "ns", 300.0), (4_500, "µs", 4.5), (3e6, "ms", 3.0), (2.5e9, "s", 2.5)])
+def test_time_axes_are_in_the_unit_a_reader_would_pick_from_the_data(median_ns, unit, shown):
+    # GIVEN samples around a median of median_ns
+    r = BenchResult("f", tuple(np.full(20, float(median_ns))), 10, ())
+    c = compare(Measured(median_ns, 1, "a"), Measured(median_ns * 0.8, 2, "b"))
+    # THEN every time axis is in that unit, the values drawn in it
+    for chart in (charts.distribution_chart(r), charts.cdf_chart(r), charts.percentile_chart(r, log_y=True)):
+        spec = chart.to_dict()
+        enc = spec["encoding"]
+        axis = (enc.get("x") if enc["x"]["field"] == "time" else enc["y"])["title"]
+        assert axis.startswith(f"time ({unit})"), axis
+        values = next(iter(spec["datasets"].values()))
+        assert values[0]["time"] == pytest.approx(shown)
+    assert f"time ({unit})" in charts.to_svg(charts.ab_chart(c))
+
+
+def test_duration_unit_reads_the_median_of_what_it_is_given():
+    from labkit.stats import duration_unit
+
+    assert duration_unit([999, 1_000, 1_001]) == (1e3, "µs")
+    assert duration_unit([1e6, 2e6, 5e9]) == (1e6, "ms")          # one slow outlier does not set the unit
+    assert duration_unit([]) == (1.0, "ns") and duration_unit([0, float("nan")]) == (1.0, "ns")
 
 
 def test_warmup_samples_stay_out_of_charts(result):
     data = charts.cdf_chart(result).data
-    assert len(data) == 50 and data["us"].max() == 2.0  # the 5 µs warm-up sample is not drawn
+    assert len(data) == 50 and data["time"].max() == 2.0  # the 5 µs warm-up sample is not drawn (µs: 1–2 µs)
 
 
 def test_bad_input_is_explained():
@@ -71,7 +97,7 @@ def test_the_revisited_labs_charts_render_offline_and_refuse_frames_without_thei
     svg = charts.to_svg(charts.loglog_chart(sizes, x="pieces"))
     assert "slope 1" in svg and "slope 2" in svg
     guides = charts.loglog_chart(sizes, x="pieces").layer[0].data
-    assert guides[guides["guide"] == "slope 2"]["us"].tolist() == pytest.approx([10.0, 160.0])  # anchored at +=
+    assert guides[guides["guide"] == "slope 2"]["time"].tolist() == pytest.approx([10.0, 160.0])  # µs, anchored at +=
     stages = pd.DataFrame([{"variant": "naive", "kind": k, "stage": s, "ms": 1.0} for k in ("napkin", "measured")
                            for s in ("db", "catalog")])
     assert "naive · napkin" in charts.to_svg(labkit.latency.napkin_chart(stages))

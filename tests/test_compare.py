@@ -155,6 +155,73 @@ def test_long_comparisons_show_progress_short_ones_do_not(clock, capsys, monkeyp
     assert "A/B rounds" not in capsys.readouterr().err
 
 
+def test_a_round_longer_than_the_heartbeat_still_moves_the_bar(clock, monkeypatch):
+    import threading
+
+    from labkit import comparison, progress
+
+    # GIVEN a comparison's bar, and rounds that last until the bar has been redrawn during them
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    redrawn = threading.Event()
+
+    class Bar:
+        total, n = 4, 0
+
+        def refresh(self):
+            redrawn.set()
+
+        def update(self, n=1):
+            self.n += n
+
+        def set_postfix_str(self, text, refresh=True):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(comparison, "steps_bar", lambda *a, **k: Bar())
+    counted = []
+
+    def slow_round():
+        clock.tick(1000)
+        if len(counted) > 4:  # past calibration and warm-up: a counted call waits for a redraw
+            assert redrawn.wait(10), "the bar stood still during a long round"
+            redrawn.clear()
+        counted.append(1)
+
+    compare(slow_round, lambda: clock.tick(2000), rounds=4, max_rounds=4, min_sample_time=1e-7, warmup=0,
+            clock=clock, progress=True)
+    assert len(counted) > 4
+
+
+def test_a_slow_warm_up_already_shows_the_bar(clock, monkeypatch):
+    import threading
+
+    from labkit import progress
+
+    # GIVEN calls so slow that calibrating and warming up outlast a heartbeat
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    shown: list[str] = []
+    up = threading.Event()
+    real_new_bar = progress.new_bar
+
+    def recording_bar(total, desc, unit, **kw):
+        bar = real_new_bar(total, desc, unit, **kw)
+        shown.append(desc)
+        up.set()
+        return bar
+
+    monkeypatch.setattr(progress, "new_bar", recording_bar)
+
+    def slow():
+        clock.tick(1000)
+        assert up.wait(10), "no bar while warming up"
+
+    # WHEN they are compared THEN the rounds' bar was up during the warm-up already, and only that one bar
+    compare(slow, lambda: clock.tick(2000), rounds=4, max_rounds=4, min_sample_time=1e-7, clock=clock, progress=True)
+    assert shown == ["A/B rounds"]
+
+
 def test_fresh_inputs_give_every_call_an_unseen_input_and_both_sides_the_same_ones():
     # GIVEN a baseline and a memoised copy of it, and a factory of inputs
     seen_by: dict[str, list[tuple[int, ...]]] = {"base": [], "memo": []}

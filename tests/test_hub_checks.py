@@ -193,3 +193,75 @@ def test_cpuset_v2_and_v1_and_an_affinity_narrower_than_the_cpuset_is_named(tmp_
     assert got.status == "ok" and "by affinity only" in got.detail and "cores 0,1,2,3,8" in got.detail
     same = _by_name(checks(v1, env={}, measured=_probe(cores=(4, 5)), machine_cores=9))["pinned cores"]
     assert "affinity only" not in same.detail
+
+
+# -- the culler against each lab's longest cell ------------------------------------------------------------------
+
+
+def _lab_run(root: Path, lab: str, durations: list[float], *, started: str, passed: dict | None = None,
+             quick_default: bool = False) -> Path:
+    """A `labkit report` run folder of ``lab`` whose cells took ``durations`` (papermill's metadata)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from labkit.report.run import ReportRun
+
+    folder = root / f"{Path(lab).stem}-{started[11:19].replace(':', '')}"
+    folder.mkdir(parents=True)
+    cells = [new_code_cell(f"QUICK = {quick_default}", metadata={"tags": ["parameters"]}),
+             new_code_cell("QUICK = True", metadata={"tags": ["injected-parameters"]})]
+    cells += [new_code_cell(f"# step {i}\nstep_{i}()") for i in range(len(durations) - 1)]
+    for c, d in zip(cells[:1] + cells[2:], durations, strict=True):
+        c.metadata["papermill"] = {"status": "completed", "duration": d}
+    cells[1].metadata["papermill"] = {"status": "completed", "duration": 999.0}  # papermill's own: not the lab's
+    run = ReportRun(f"/labs/notebooks/{lab}", str(folder), passed or {}, started, status="complete",
+                    declared={"QUICK": str(quick_default)})
+    nbformat.write(new_notebook(cells=cells), run.executed)
+    run.save()
+    return folder
+
+
+def test_longest_cells_reads_the_latest_run_of_each_lab_at_each_setting(tmp_path):
+    from labkit.labs import longest_cells
+
+    # GIVEN two full runs of lab 06 (the later one's longest cell is its third), a QUICK run, and a non-lab
+    _lab_run(tmp_path, "06_gc_profiling.ipynb", [1, 50, 2], started="2026-12-01T10:00:00+00:00")
+    later = _lab_run(tmp_path, "06_gc_profiling.ipynb", [1, 2, 383.04], started="2026-12-01T11:00:00+00:00")
+    _lab_run(tmp_path, "06_gc_profiling.ipynb", [1, 31.7, 2], started="2026-12-01T12:00:00+00:00",
+             passed={"QUICK": True})
+    _lab_run(tmp_path, "review.ipynb", [1, 5000], started="2026-12-01T12:00:00+00:00")
+    got = longest_cells(tmp_path)
+    # THEN each setting has its own longest cell, counted as the source counts (papermill's cell left out)
+    assert set(got) == {("06_gc_profiling.ipynb", False), ("06_gc_profiling.ipynb", True)}
+    full = got[("06_gc_profiling.ipynb", False)]
+    assert (full.seconds, full.cell, full.first, full.run) == (383.0, 3, "step_1()", str(later))
+    assert got[("06_gc_profiling.ipynb", True)].seconds == 31.7
+    assert longest_cells(tmp_path / "nowhere") == {}
+
+
+def test_doctor_names_the_labs_whose_cells_outlast_the_culler(tmp_path):
+    from labkit.labs import QUICK_BUDGET_S, longest_cells
+
+    _lab_run(tmp_path, "06_gc_profiling.ipynb", [1, 2, 383], started="2026-12-01T11:00:00+00:00")
+    _lab_run(tmp_path, "07_tail_latency.ipynb", [1, 120], started="2026-12-01T11:00:00+00:00")
+    cells = longest_cells(tmp_path)
+    root = _v2(tmp_path / "tree", "max 100000\n")
+
+    def culler(timeout):
+        return _by_name(checks(root, env={"PERFLAB_CULL_TIMEOUT": str(timeout)}, measured=_probe(),
+                               cells=cells))["culler"]
+
+    # WHEN the culler's timeout is 5 minutes: lab 06's full-settings cell ran longer, lab 07's did not
+    short = culler(300)
+    assert short.status == "warn"
+    assert "06_gc_profiling (full settings) cell 3, 383 s: step_1()" in short.detail
+    assert "07_tail" not in short.detail and "--timeout=3600" in short.fix and "QUICK = True" in short.fix
+    # WHEN it is an hour: every QUICK run fits its budget, and the longest measured cell is named
+    hour = culler(3600)
+    assert hour.status == "ok" and "383 s (06_gc_profiling cell 3)" in hour.detail
+    assert f"{len(QUICK_BUDGET_S) - 2} lab(s) not measured here at full settings" in hour.detail
+    # WHEN it is shorter than a QUICK budget and no QUICK run was measured: which labs cannot be vouched for
+    tight = culler(75)
+    assert tight.status == "warn" and "07_tail_latency (full settings) cell 2, 120 s" in tight.detail
+    assert "QUICK budget of index, 00_method" not in tight.detail and "00_method, 01_latency" in tight.detail
+    assert "labkit report" in tight.fix

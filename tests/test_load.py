@@ -458,6 +458,18 @@ def test_knee_rule():
     assert df["offered"].tolist() == [100, 200, 300, 400] and "p99_ns" in df.columns
 
 
+def test_in_a_report_run_the_load_bar_is_text_on_the_terminal(server, monkeypatch, capfd):
+    from labkit import progress
+
+    # GIVEN the kernel of a `labkit report` run: a notebook whose bars go to the terminal's stderr
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setenv("PERFLAB_PROGRESS_TO", "stderr")
+    # WHEN a load runs THEN its bar over seconds is drawn there, with the rate
+    run(server.url + "/ok", rate=100, duration_s=0.5)
+    err = capfd.readouterr().err
+    assert "100 req/s" in err and "/0.5 s" in err, err
+
+
 def test_sweep_runs_each_rate_and_round_trips(server, tmp_path):
     sw = sweep(server.url + "/ok", [100, 200], duration_s=0.2, warmup_s=0.05, pause_s=0)
     assert [s.responses for s in sw.steps] == [20, 40]
@@ -511,6 +523,43 @@ def test_sweep_stops_once_clearly_past_the_knee(monkeypatch):
     assert len(everything.steps) == 10
     with pytest.raises(BadInputError, match="stop_after"):
         sweep_mod.sweep("http://127.0.0.1:1/", [100], stop_after=0)
+
+
+def test_a_long_sweep_step_shows_how_far_it_is_while_it_runs(monkeypatch):
+    import threading
+
+    from labkit import progress
+    from labkit.load import ratesweep as sweep_mod
+
+    # GIVEN a sweep's bar, and steps that last until the bar has said how far the step is
+    said: list[str] = []
+    heard = threading.Event()
+
+    class Bar:
+        def set_postfix_str(self, text, refresh=True):
+            said.append(text)
+            if text.startswith("step"):
+                heard.set()
+
+        def update(self, n=1):
+            pass
+
+        def close(self):
+            pass
+
+    def slow_run(url, *, rate, **kw):
+        assert heard.wait(10), "no progress during the step"
+        heard.clear()
+        return _synthetic(rate, rate, 2)
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    monkeypatch.setattr(sweep_mod, "steps_bar", lambda *a, **k: Bar())
+    monkeypatch.setattr(sweep_mod, "run", slow_run)
+    # WHEN two steps of 40 s each (warm-up included) run
+    sweep_mod.sweep("http://127.0.0.1:1/", [100, 200], duration_s=39, warmup_s=1, pause_s=0, progress=True)
+    # THEN during each one the bar said which step, at which rate, and how far of its 40 s
+    assert any(t.startswith("step 1 at 100 req/s: ") and t.endswith(" of 40 s") for t in said), said
+    assert any(t.startswith("step 2 at 200 req/s: ") for t in said), said
 
 
 def test_a_sweep_without_a_knee_says_so_and_suggests_higher_rates():

@@ -17,22 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from labkit.labs import QUICK_BUDGET_S
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
-#: seconds each notebook's QUICK run may take on a 2-core machine (LABS.md: 90 s for a lab)
-BUDGET_S: dict[str, float] = {
-    "index.ipynb": 30,
-    "00_method.ipynb": 90,
-    "01_latency_numbers.ipynb": 90,
-    "02_nplusone.ipynb": 90,
-    "03_preallocation.ipynb": 90,
-    "04_data_layout.ipynb": 90,
-    "05_serialization.ipynb": 90,
-    "06_gc_profiling.ipynb": 90,
-    "07_tail_latency.ipynb": 90,
-    "08_capstone.ipynb": 90,
-}
+#: seconds each notebook's QUICK run may take on a 2-core machine, declared once (doctor reads it too)
+BUDGET_S = QUICK_BUDGET_S
 
 
 def ids(paths):
@@ -45,7 +36,7 @@ def _has_parameters(nb: dict) -> bool:
 
 def test_every_notebook_has_a_budget_and_a_quick_knob():
     missing = [p.name for p in NOTEBOOKS if p.name not in BUDGET_S]
-    assert not missing, f"register {missing} in BUDGET_S in tests/test_notebooks.py (its QUICK run's time budget)"
+    assert not missing, f"register {missing} in QUICK_BUDGET_S in labkit/labs.py (its QUICK run's time budget)"
     for p in NOTEBOOKS:
         nb = json.loads(p.read_text())
         params = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]

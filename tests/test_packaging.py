@@ -36,8 +36,8 @@ def test_environment_yml_mirrors_pyproject():
 
 def test_public_api_is_curated():
     assert sorted(labkit.__all__) == [
-        "BenchResult", "Comparison", "Experiment", "LabkitError", "bench", "collect", "compare",
-        "experiments", "fingerprint", "span",
+        "BenchResult", "Comparison", "Experiment", "LabkitError", "SizeSweep", "bench", "collect", "compare",
+        "experiments", "fingerprint", "span", "sweep_sizes",
     ]
     for name in labkit.__all__:
         assert getattr(labkit, name).__doc__, f"labkit.{name} needs a docstring"

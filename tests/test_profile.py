@@ -107,6 +107,29 @@ def test_a_process_that_is_gone_and_bad_arguments_are_named(tmp_path):
         profile.call(sum([1, 2]))
 
 
+def test_attach_shows_the_seconds_sampled_as_it_samples(tmp_path, capsys):
+    # GIVEN a py-spy that samples until it is interrupted, then writes its stacks
+    exe = tmp_path / "py-spy"
+    exe.write_text(f"""#!{sys.executable}
+import signal, sys, time
+out = sys.argv[sys.argv.index("--output") + 1]
+def done(*_):
+    open(out, "w").write("main;work 3\\n")
+    print("Samples: 3 Errors: 0", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGINT, done)
+print("Sampling process 100 times a second", flush=True)
+time.sleep(60)
+""")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    # WHEN a process is profiled for 1.5 s with a progress bar
+    prof = profile.attach(os.getpid(), duration_s=1.5, executable=str(exe), progress=True)
+    # THEN the bar named py-spy and its target, and moved while it sampled (1 of 2 s) before the profile came back
+    err = capsys.readouterr().err
+    assert f"py-spy pid {os.getpid()}" in err and "1/2" in err, err
+    assert prof.stacks.total == 3 and prof.samples == 3
+
+
 @pytest.mark.slow
 def test_a_process_that_exits_mid_run_gives_what_was_sampled():
     child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\n"

@@ -33,9 +33,145 @@ def test_every_helper_takes_the_rule_as_its_default():
     import inspect
 
     import labkit
-    from labkit import alloc, latency, layout, load, queueing, report
+    from labkit import alloc, latency, layout, load, profile, queueing, report
 
     helpers = [labkit.compare, load.run, load.sweep, latency.table, layout.sweep, queueing.pool_study,
-               queueing.tail_rounds, alloc.compare_processes, alloc.during_load, report.build, report.execute]
+               queueing.tail_rounds, alloc.compare_processes, alloc.during_load, report.build, report.execute,
+               profile.attach, profile.call, profile.under_load, labkit.sweep_sizes, alloc.count, alloc.compare]
     for fn in helpers:
         assert inspect.signature(fn).parameters["progress"].default is None, fn.__qualname__
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_pulse_beats_every_interval_until_stopped():
+    # GIVEN a fake clock and a wait that lets 95 s pass, 10 s at a time
+    clock, beats = FakeClock(), []
+
+    def stopped(timeout: float) -> bool:
+        clock.now += timeout
+        return clock.now > 95
+
+    # WHEN a pulse runs
+    n = progress.pulse(beats.append, stopped, every_s=10, clock=clock)
+    # THEN it beat at 10, 20, … 90 s: never more than the house's 30 s apart, nothing after it was stopped
+    assert beats == [10, 20, 30, 40, 50, 60, 70, 80, 90] and n == 9
+    assert max(b - a for a, b in zip([0, *beats], beats, strict=False)) <= progress.BEAT_S
+
+
+def test_a_beat_that_raises_ends_the_pulse_not_the_measurement():
+    clock = FakeClock()
+
+    def stopped(timeout: float) -> bool:
+        clock.now += timeout
+        return False
+
+    def beat(elapsed: float) -> None:
+        if elapsed >= 20:
+            raise RuntimeError("the bar's widget is gone")
+
+    assert progress.pulse(beat, stopped, every_s=10, clock=clock) == 1
+
+
+def test_a_heartbeat_beats_from_its_thread_and_stops_with_its_block():
+    import threading
+
+    beat_seen = threading.Event()
+    beats: list[float] = []
+
+    def beat(elapsed: float) -> None:
+        beats.append(elapsed)
+        beat_seen.set()
+
+    with progress.Heartbeat(beat, every_s=0.01) as hb:
+        assert beat_seen.wait(10), "no beat during the block"
+    n = len(beats)
+    assert hb._thread is None  # joined
+    threading.Event().wait(0.05)
+    assert len(beats) == n, "it beat after its block ended"
+
+
+def test_a_timed_bar_moves_over_seconds_and_is_none_when_not_shown(capsys):
+    import threading
+
+    clock = FakeClock()
+    with progress.timed_bar(False, 60, "sampling") as bar:
+        assert bar is None
+    with progress.timed_bar(True, 60, "sampling", every_s=0.01, clock=clock) as bar:
+        clock.now = 42.7
+        for _ in range(1000):
+            if bar.n == 42:
+                break
+            threading.Event().wait(0.01)
+        assert bar.n == 42 and bar.total == 60
+        clock.now = 100
+        for _ in range(1000):
+            if bar.n == 60:
+                break
+            threading.Event().wait(0.01)
+        assert bar.n == 60, "a bar never runs past its total"
+    assert "sampling" in capsys.readouterr().err
+
+
+def test_lazy_steps_show_a_bar_only_for_work_that_turns_out_long(monkeypatch):
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    clock = FakeClock()
+    # GIVEN ten steps whose first takes 0.1 s: 1 s expected, quick
+    quick = progress.LazySteps(None, 10, "quick", "call", clock=clock)
+    clock.now = 0.1
+    quick.done("one")
+    clock.now = 60
+    quick.done("two")              # decided once: a slow second step does not bring a bar back
+    assert quick.bar is None
+    # GIVEN ten steps whose first takes 1 s: 10 s expected
+    slow = progress.LazySteps(None, 10, "slow", "call", clock=clock)
+    clock.now = 61
+    slow.done("one")
+    slow.done("two")
+    assert slow.bar is not None and slow.bar.n == 2 and slow.bar.total == 10
+    slow.close()
+    never = progress.LazySteps(False, 10, "refused", "call", clock=clock)
+    clock.now = 1_000
+    never.done("one")
+    assert never.bar is None
+
+
+def test_a_slow_first_step_shows_its_bar_at_the_first_heartbeat(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    clock = FakeClock()
+    steps = progress.LazySteps(None, 3, "counting", "call", clock=clock)
+    # WHEN the first step has run for 30 s and is not done
+    with steps.during("warm-up"):
+        clock.now = 30
+        for _ in range(1000):
+            if steps.bar is not None and "warm-up: 30 s" in str(steps.bar.postfix):
+                break
+            threading.Event().wait(0.01)
+        # THEN the bar is up, saying which step and for how long
+        assert steps.bar is not None and "warm-up: 30 s" in steps.bar.postfix
+    steps.done("warm-up")
+    assert steps.bar.n == 1
+    steps.close()
+
+
+def test_inside_a_report_run_the_bars_are_text_on_the_terminal(monkeypatch, capfd):
+    import labkit
+    from labkit import alloc
+
+    # GIVEN the kernel of a `labkit report` run (its bars go to the terminal's stderr)
+    monkeypatch.setenv("PERFLAB_PROGRESS_TO", "stderr")
+    # WHEN an allocation count and a size sweep run, quick as they are
+    alloc.count(sorted, [3, 1, 2], calls=2, census=False)
+    labkit.sweep_sizes({"sorted": sorted}, (10, 20), lambda n: list(range(n)), repeat=2)
+    # THEN the terminal saw both bars
+    err = capfd.readouterr().err
+    assert "counting sorted" in err and "size sweep" in err, err

@@ -420,6 +420,90 @@ def test_a_failing_cell_stops_the_report_naming_the_cell_and_writes_no_html(tmp_
     assert run.status == "failed" and "cell 4" in run.error and run.executed.exists()
 
 
+def _running(path: Path, started: str, status: str = "running") -> Path:
+    """An executed notebook as papermill leaves it mid-run: cell 3 of the source (after the injected parameters)
+    started at ``started``, labkit's census cell still to come."""
+    from labkit.report.run import CENSUS_TAG
+
+    def cell(source, tags=(), pm=None):
+        c = new_code_cell(source, metadata={"tags": list(tags)})
+        c.metadata["papermill"] = pm or {"status": "pending"}
+        return c
+
+    nb = new_notebook(cells=[new_markdown_cell("# A review"), cell("QUICK = False", ["parameters"], {"status": "completed"}),
+                             cell("QUICK = True", ["injected-parameters"], {"status": "completed"}),
+                             cell("\n# parse both ways\ncmp = labkit.compare(a, b)",
+                                  pm={"status": status, "start_time": started}),
+                             cell("print(cmp)"), cell("census()", [CENSUS_TAG])])
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_long_cell_is_named_while_it_runs_every_20_s(tmp_path):
+    import datetime as dt
+
+    from labkit.report.cellwatch import CellWatch
+
+    # GIVEN a run whose third cell started at noon, and a fake clock
+    executed = _running(tmp_path / "run.ipynb", "2026-12-01T12:00:00+00:00")
+    now = [dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)]
+    said: list[str] = []
+    watch = CellWatch(executed, said.append, now=lambda: now[0])
+    # WHEN the heartbeat looks every 10 s for 75 s
+    for t in range(0, 80, 10):
+        now[0] = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC) + dt.timedelta(seconds=t)
+        watch()
+    # THEN it named the cell as the source notebook counts it, at 20, 40 and 60 s: never 30 s without a word
+    assert said == [f"labkit report: cell 3 of 4 still running after {t}: cmp = labkit.compare(a, b)"
+                    for t in ("20 s", "40 s", "1 min 00 s")]
+    # AND a cell that has finished, or a notebook mid-write, says nothing
+    _running(executed, "2026-12-01T12:00:00+00:00", status="completed")
+    watch()
+    executed.write_text('{"cells": [')
+    watch()
+    assert len(said) == 3
+    from labkit.report.cellwatch import first_line
+
+    assert first_line({"source": ["import time\n", "# nap\n", "time.sleep(45)\n"]}) == "import time …"
+    assert first_line({"source": "# only a comment"}) == "# only a comment" and first_line({"source": ""}) == ""
+
+
+def test_a_slow_render_says_it_is_still_rendering_and_a_quick_one_says_nothing(monkeypatch):
+    import threading
+
+    from labkit import progress
+    from labkit.report import pipeline
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    said: list[str] = []
+    with pipeline._rendering(said.append):
+        threading.Event().wait(0.1)          # ten beats, all before the 15 s a render may take in silence
+    assert said == []
+    monkeypatch.setattr(pipeline, "STILL_S", 0.0)
+    heard = threading.Event()
+    with pipeline._rendering(lambda line: (said.append(line), heard.set())):
+        assert heard.wait(10)
+    assert said[0].startswith("labkit report: still rendering the page (") and "SVG" in said[0]
+
+
+@pytest.mark.slow
+def test_labkit_report_names_a_long_cell_on_the_command_line_while_it_runs(tmp_path, capsys, monkeypatch):
+    from labkit import progress
+    from labkit.cli import main
+    from labkit.report import cellwatch
+
+    # GIVEN a notebook whose one cell sleeps, and a watch that speaks after 0.5 s instead of 20
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(cellwatch, "STILL_S", 0.5)
+    nb = _notebook(tmp_path / "nap.ipynb", "import time\ntime.sleep(3)")
+    # WHEN labkit report runs it with its progress shown
+    assert main(["report", str(nb), "--out", str(tmp_path / "nap.html")]) == 0
+    # THEN the terminal heard which cell was still running while it ran
+    err = capsys.readouterr().err
+    assert re.search(r"labkit report: cell 3 of 3 still running after \d s: import time", err), err
+
+
 # -- the template's report (made once per session in conftest.py) -----------------------------------------------
 
 

@@ -128,3 +128,70 @@ def test_a_full_node_refuses_the_next_server_and_a_failed_start_frees_its_cores(
     finally:
         ada.release()
         bob.release()
+
+
+# -- SystemdSpawner: what can be checked without systemd ---------------------------------------------------------
+
+
+def test_the_systemd_config_asks_systemd_for_disjoint_cpusets_memory_and_no_quota(tmp_path, monkeypatch):
+    """No systemd runs here: what is checked is the config's choice, that the spawner imports, and the unit it
+    hands to systemd-run (start_transient_service, replaced by a recorder) — not that systemd enforces it."""
+    import asyncio
+
+    pytest.importorskip("systemdspawner", reason="pip install jupyterhub-systemdspawner (the test extra has it)")
+    import pinned_systemd
+    from systemdspawner import systemd
+
+    # GIVEN the config with PERFLAB_HUB_SPAWNER=systemd on cores 2-5, 2 cores and 2 GiB per learner
+    c = _load_config({"PERFLAB_HUB_SPAWNER": "systemd", "PERFLAB_HUB_CORES": "2-5", "PERFLAB_HUB_MEM_GIB": "2"})
+    assert c.JupyterHub.spawner_class == "pinned_systemd.PinnedSystemdSpawner"
+    units: dict[str, dict] = {}
+    running: set[str] = set()
+
+    async def start_transient_service(unit_name, cmd, args, working_dir, properties=None, **kw):
+        units[unit_name] = dict(properties or {})
+        running.add(unit_name)
+
+    async def service_running(unit_name):
+        return unit_name in running
+
+    async def service_failed(unit_name):
+        return False
+
+    async def stop_service(unit_name):
+        running.discard(unit_name)
+
+    for fn in (start_transient_service, service_running, service_failed, stop_service):
+        monkeypatch.setattr(systemd, fn.__name__, fn)
+
+    def spawner(name):
+        return pinned_systemd.PinnedSystemdSpawner(
+            user=SimpleNamespace(name=name, id=1, url=f"/user/{name}/", escaped_name=name), config=c,
+            dynamic_users=True, hub=SimpleNamespace(api_url="http://127.0.0.1:8081/hub/api", public_host="",
+                                                    base_url="/hub/"), api_token="t", oauth_client_id="c")
+
+    ada, bob, cy = spawner("ada"), spawner("bob"), spawner("cy")
+    try:
+        # WHEN two learners start
+        asyncio.run(ada.start())
+        asyncio.run(bob.start())
+        # THEN each unit has a cpuset of its own, its memory cap, and no CPU quota
+        a, b = units["jupyter-ada-singleuser"], units["jupyter-bob-singleuser"]
+        assert (a["AllowedCPUs"], b["AllowedCPUs"]) == ("2,3", "4,5")
+        assert a["MemoryMax"] == b["MemoryMax"] == 2 * 2**30
+        assert "CPUQuota" not in a and "CPUQuota" not in b
+        # AND a third is refused (the node is full) until one stops, whose cores go back to the pool
+        with pytest.raises(pinned.NoFreeCores):
+            asyncio.run(cy.start())
+        asyncio.run(ada.stop())
+        asyncio.run(cy.start())
+        assert units["jupyter-cy-singleuser"]["AllowedCPUs"] == "2,3"
+        assert "cores" not in ada.get_state() and bob.get_state()["cores"] == [4, 5]
+        # AND a hub restarted while bob's unit ran gives bob's cores to nobody else
+        pinned._Pinned._taken.pop("bob")
+        again = spawner("bob")
+        again.load_state({"unit_name": "jupyter-bob-singleuser", "cores": [4, 5]})
+        assert pinned._Pinned._taken["bob"] == (4, 5)
+    finally:
+        for sp in (ada, bob, cy):
+            sp.release()

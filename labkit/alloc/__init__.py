@@ -2,7 +2,8 @@
 
     from labkit import alloc
     a = alloc.count(build_report, rows)          # medians over 5 calls: allocations, bytes_allocated, blocks,
-                                                 # size_bytes, peak_bytes, gc_collections (per-call values kept)
+                                                 # size_bytes, peak_bytes, gc_collections (per-call values kept),
+                                                 # and rss_added_bytes: the resident peak, native memory included
     c = alloc.compare(build_report, build_report_fast, rows)   # side by side, with candidate/baseline ratios
     with alloc.Census() as census:               # every allocator call in a block (memray), e.g. one request
         handle(request)

@@ -4,6 +4,7 @@
     a.allocations, a.bytes_allocated               # every allocator call, freed or not (memray census)
     a.blocks, a.size_bytes, a.peak_bytes           # what survives the call, and the high-water mark (tracemalloc)
     a.gc_collections                               # cyclic-GC runs during the call, per generation
+    a.rss_added_bytes                              # resident memory the call added at its peak, native included
     c = compare(build_report, build_report_fast, rows)   # both counts side by side, and the ratios
 
 What each number can and cannot see:
@@ -22,6 +23,12 @@ What each number can and cannot see:
   collector runs when the *net* number of new GC-tracked containers passes a threshold (``gc.get_threshold``),
   so a call that holds thousands of dicts or lists at once pays for collections, and one that frees as it
   goes does not. Process-wide, like the rest.
+* ``rss_added_bytes`` — how far one more call, untraced, raised the process's resident memory at its peak
+  (:func:`labkit.alloc.rss_peak` in place: the kernel's ``VmHWM``). The only number here that sees memory
+  outside Python's allocators (pyarrow's pools, a C extension's ``mmap``), and the pages the tracers' own
+  bookkeeping would add are not in it. A lower bound in a long-lived process (memory a library's pool keeps
+  is reused); None, with the reason in ``rss_note``, where it cannot be read in place (not Linux) or
+  ``rss=False``.
 
 Counting is never timing: tracemalloc and memray slow the code they watch, so these values hold
 no time at all (use :func:`labkit.bench` / :func:`labkit.compare` on the untraced code for that). The first
@@ -40,16 +47,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.alloc.census import Census, census_unavailable
+from labkit.alloc.rss import _can_reset, _in_place
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import function, integer
 from labkit.machine import fingerprint
+from labkit.progress import LazySteps
 from labkit.results import Saveable, TextRepr
 from labkit.stats import format_bytes
 
 __all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS"]
 
 #: the metrics an AllocationCount summarises, in display order.
-METRICS = ("allocations", "bytes_allocated", "blocks", "size_bytes", "peak_bytes")
+METRICS = ("allocations", "bytes_allocated", "blocks", "size_bytes", "peak_bytes", "rss_added_bytes")
 _NO_TIME = ("an allocation count holds no times: counting slows the code it watches, so nothing is timed "
             "while counting. Time the untraced code with labkit.bench(fn, ...) or labkit.compare(a, b, ...)")
 
@@ -74,6 +83,8 @@ class AllocationCount(TextRepr, Saveable):
         warmup: calls made before counting, not counted.
         census_note: why ``allocations`` is None, when it is.
         notes: anything else that affects the reading.
+        rss_added_bytes: resident memory one more (untraced) call added at its peak; None when not read.
+        rss_note: why ``rss_added_bytes`` is None, when it is.
     """
 
     KIND = "alloc-count"
@@ -89,6 +100,8 @@ class AllocationCount(TextRepr, Saveable):
     census_note: str = ""
     notes: tuple[str, ...] = ()
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    rss_added_bytes: int | None = None
+    rss_note: str = ""
 
     @property
     def calls(self) -> int:
@@ -152,8 +165,10 @@ class AllocationCount(TextRepr, Saveable):
             head = f"allocations not counted ({self.census_note})"
         else:
             head = f"{self.allocations:,} allocations ({format_bytes(self.bytes_allocated)})"
+        rss = (f"resident memory +{format_bytes(self.rss_added_bytes)} at its peak (native included, one "
+               "untraced call)" if self.rss_added_bytes is not None else f"resident memory not read ({self.rss_note})")
         text = (f"{self.name}: {head}; {self.blocks:,} blocks ({format_bytes(self.size_bytes)}) alive after the call, "
-                f"peak {format_bytes(self.peak_bytes)} during it, GC collections {self.gc_collections} — "
+                f"peak {format_bytes(self.peak_bytes)} during it, GC collections {self.gc_collections}; {rss} — "
                 f"medians of {self.calls} calls after {self.warmup} warm-up")
         return "\n".join([text, *(f"  note: {n}" for n in self.notes)])
 
@@ -249,7 +264,7 @@ def _traced_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
 
 
 def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1, census: bool = True,
-          name: str | None = None, **kwargs: Any) -> AllocationCount:
+          rss: bool = True, name: str | None = None, progress: bool | None = None, **kwargs: Any) -> AllocationCount:
     """Count what ``fn(*args, **kwargs)`` allocates: ``warmup`` calls, then ``calls`` counted calls.
 
     Each counted call runs once under tracemalloc (blocks, size_bytes, peak_bytes, gc_collections) and, with
@@ -264,7 +279,13 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
         census: also count every allocator call with memray (a census per counted call, slow to set up:
             ``tests/benchmarks/bench_prealloc.py`` prints its cost); False skips it, and
             ``allocations`` is then None with the reason in ``census_note``.
+        rss: also read the resident-memory peak of one more call, untraced (cheap where Linux lets it be read
+            in place; skipped, with the reason in ``rss_note``, where it does not: use
+            :func:`labkit.alloc.rss_peak` with ``fresh=True`` there).
         name: a label (default: the function's name).
+        progress: a bar over the calls (:mod:`labkit.progress`: by default in a notebook, and on the terminal
+            of a ``labkit report``). It moves between calls and, during a warm-up call, every 10 s; never during
+            a counted call, where drawing it would allocate inside what is being counted.
 
     Returns:
         An :class:`AllocationCount`. If memray is missing or another memray tracker is active,
@@ -277,6 +298,38 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
     _check_fn(fn, "fn")
     calls = integer(calls, "calls")
     warmup = integer(warmup, "warmup", low=0)
+    label = name or getattr(fn, "__name__", type(fn).__name__)
+    note = "census=False" if not census else (census_unavailable() or "")
+    steps = LazySteps(progress, warmup + calls * (2 if census and not note else 1) + int(rss), f"counting {label}",
+                      "call")
+    done = steps.done  # between calls only
+    try:
+        per, notes = _traced_calls(fn, args, kwargs, calls, warmup, steps)
+        rss_added, rss_note = _rss_call(fn, args, kwargs) if rss else (None, "rss=False")
+        if rss:
+            done("resident peak read")
+        allocs: tuple[int, ...] | None = None
+        sizes: tuple[int, ...] | None = None
+        if census and not note:
+            try:
+                runs = []
+                for i in range(calls):
+                    runs.append(_census_call(fn, args, kwargs))
+                    done(f"census {i + 1}/{calls}")
+                allocs, sizes = tuple(r[0] for r in runs), tuple(r[1] for r in runs)
+            except ProbeUnavailable as e:
+                note = str(e).removeprefix("cannot count allocator calls: ")
+    finally:
+        steps.close()
+    return AllocationCount(
+        label, allocs, sizes,
+        tuple(p[0] for p in per), tuple(p[1] for p in per), tuple(p[2] for p in per), tuple(p[3] for p in per),
+        warmup, note, tuple(notes), fingerprint=fingerprint(), rss_added_bytes=rss_added, rss_note=rss_note)
+
+
+def _traced_calls(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], calls: int, warmup: int,
+                  steps: LazySteps) -> tuple[list[tuple[int, int, int, tuple[int, int, int]]], list[str]]:
+    """The warm-up calls, then the counted calls under tracemalloc (started here unless it already runs)."""
     notes: list[str] = []
     started = not tracemalloc.is_tracing()
     if started:
@@ -285,26 +338,28 @@ def count(fn: Callable[..., Any], /, *args: Any, calls: int = 5, warmup: int = 1
         notes.append("tracemalloc was already tracing (started elsewhere): its peak was reset while counting")
     per: list[tuple[int, int, int, tuple[int, int, int]]] = []
     try:
-        for _ in range(warmup):
-            fn(*args, **kwargs)  # traced, so tracemalloc knows what a warm call frees
-        for _ in range(calls):
+        for i in range(warmup):
+            with steps.during(f"warm-up call {i + 1}/{warmup}"):
+                fn(*args, **kwargs)  # traced, so tracemalloc knows what a warm call frees
+            steps.done(f"warm-up {i + 1}/{warmup}")
+        for i in range(calls):
             per.append(_traced_call(fn, args, kwargs))
+            steps.done(f"traced {i + 1}/{calls}")
     finally:
         if started:
             tracemalloc.stop()
-    allocs: tuple[int, ...] | None = None
-    sizes: tuple[int, ...] | None = None
-    note = "census=False" if not census else (census_unavailable() or "")
-    if census and not note:
-        try:
-            runs = [_census_call(fn, args, kwargs) for _ in range(calls)]
-            allocs, sizes = tuple(r[0] for r in runs), tuple(r[1] for r in runs)
-        except ProbeUnavailable as e:
-            note = str(e).removeprefix("cannot count allocator calls: ")
-    return AllocationCount(
-        name or getattr(fn, "__name__", type(fn).__name__), allocs, sizes,
-        tuple(p[0] for p in per), tuple(p[1] for p in per), tuple(p[2] for p in per), tuple(p[3] for p in per),
-        warmup, note, tuple(notes), fingerprint())
+    return per, notes
+
+
+def _rss_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, str]:
+    """One untraced call's resident-memory peak above its start, read in place; or None and why not."""
+    if tracemalloc.is_tracing():
+        return None, "tracemalloc was tracing (started elsewhere), and its bookkeeping would be counted"
+    if not _can_reset():
+        return None, ("the peak of one call cannot be read in place here (Linux's /proc/self/clear_refs); "
+                      "alloc.rss_peak(fn, ..., fresh=True) reads it in a new process")
+    before, peak, _ = _in_place(lambda: fn(*args, **kwargs), ())
+    return max(0, peak - before), ""
 
 
 def _census_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int]:
@@ -317,8 +372,8 @@ def _census_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
 
 
 def compare(baseline: Callable[..., Any], candidate: Callable[..., Any], /, *args: Any, calls: int = 5,
-            warmup: int = 1, census: bool = True, names: tuple[str, str] | None = None,
-            **kwargs: Any) -> AllocComparison:
+            warmup: int = 1, census: bool = True, rss: bool = True, names: tuple[str, str] | None = None,
+            progress: bool | None = None, **kwargs: Any) -> AllocComparison:
     """Count ``baseline(*args, **kwargs)`` and ``candidate(*args, **kwargs)`` alike; both side by side.
 
     Same options as :func:`count` (``names`` labels the two sides). Counts are compared, never times:
@@ -329,6 +384,6 @@ def compare(baseline: Callable[..., Any], candidate: Callable[..., Any], /, *arg
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
     if na == nb:
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"
-    opts = {"calls": calls, "warmup": warmup, "census": census}
+    opts = {"calls": calls, "warmup": warmup, "census": census, "rss": rss, "progress": progress}
     return AllocComparison(count(baseline, *args, name=na, **opts, **kwargs),
                            count(candidate, *args, name=nb, **opts, **kwargs))

@@ -12,14 +12,19 @@ resident set size, and writing ``5`` to ``/proc/self/clear_refs`` resets it to t
 ``fresh=True``, the call runs in a new process (``spawn``) and ``resource.getrusage(RUSAGE_SELF).ru_maxrss``
 is read before and after it (kilobytes on Linux, bytes on macOS).
 
-What it cannot see: memory the call reuses without touching new pages — freed blocks the allocator keeps
-resident from earlier work. In a long-lived kernel that makes ``added_bytes`` a lower bound; ``fresh=True``
-starts with nothing to reuse (the function and its arguments must then be picklable: defined in a module,
-not in the notebook).
+What it cannot see: memory the call reuses without touching new pages — freed blocks an allocator keeps
+resident from earlier work. glibc's malloc keeps freed heap memory resident, so a warm call would show nothing
+the second or third time: before each call, ``malloc_trim(0)`` hands that memory back to the kernel (glibc
+only; ``tests/test_alloc.py`` shows a warm NumPy allocation seen every time). A library's own pools (pyarrow's
+jemalloc/mimalloc) keep theirs, which makes ``added_bytes`` in a long-lived kernel a lower bound;
+``fresh=True`` starts with nothing to reuse (the function and its arguments must then be picklable: defined in
+a module, not in the notebook).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import re
 import sys
@@ -91,7 +96,14 @@ def _maxrss() -> int:
     return int(r if sys.platform == "darwin" else r * 1024)
 
 
+def _trim() -> None:
+    """Return the free memory glibc's malloc keeps to the kernel (a no-op without glibc)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def _in_place(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[int, int, str]:
+    _trim()
     before = _status()["VmRSS"]
     with open(_CLEAR, "w") as f:
         f.write("5")          # VmHWM := VmRSS now

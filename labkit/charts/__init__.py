@@ -29,16 +29,16 @@ from labkit.charts.growth import (
 )
 from labkit.charts.offline import _bundle_cache, enable_offline, to_svg  # noqa: F401 (_bundle_cache: tests)
 from labkit.charts.samples import (
-    UNIT_AXIS,
     ab_chart,
     as_frame,
     cdf_chart,
     distribution_chart,
+    in_unit,
     percentile_chart,
     predicted_vs_measured,
     predicted_vs_measured_chart,
 )
 
-__all__ = ["enable_offline", "to_svg", "UNIT_AXIS", "as_frame", "distribution_chart", "cdf_chart", "percentile_chart",
+__all__ = ["enable_offline", "to_svg", "as_frame", "in_unit", "distribution_chart", "cdf_chart", "percentile_chart",
            "ab_chart", "predicted_vs_measured_chart", "predicted_vs_measured", "loglog_chart", "scaling_chart",
            "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart"]

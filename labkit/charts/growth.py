@@ -7,7 +7,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from labkit.charts.samples import UNIT_AXIS
+from labkit.charts.samples import in_unit
 from labkit.errors import BadInputError
 
 __all__ = ["loglog_chart", "scaling_chart", "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart"]
@@ -29,16 +29,15 @@ def loglog_chart(frame: pd.DataFrame, x: str, y: str = "ns", by: str = "function
     for col in (x, y, by):
         if col not in frame.columns:
             raise BadInputError(f"loglog_chart needs columns {x!r}, {y!r}, {by!r} (got {list(frame.columns)})")
-    df = frame.groupby([by, x], sort=False, as_index=False)[y].median()
-    df["us"] = df[y] / 1e3
+    df, axis = in_unit(frame.groupby([by, x], sort=False, as_index=False)[y].median(), ns=y)
     first = df[df[by] == df[by].iloc[0]].sort_values(x)
-    x0, y0, x1 = float(first[x].iloc[0]), float(first["us"].iloc[0]), float(df[x].max())
-    guides = pd.DataFrame([{"guide": f"slope {k:g}", x: xv, "us": y0 * (xv / x0) ** k}
+    x0, y0, x1 = float(first[x].iloc[0]), float(first["time"].iloc[0]), float(df[x].max())
+    guides = pd.DataFrame([{"guide": f"slope {k:g}", x: xv, "time": y0 * (xv / x0) ** k}
                            for k in slopes for xv in (x0, x1)])
     xs = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=f"{x} (log scale)")
-    ys = alt.Y("us:Q", scale=alt.Scale(type="log"), title=UNIT_AXIS + ", log scale")
+    ys = alt.Y("time:Q", scale=alt.Scale(type="log"), title=axis + ", log scale")
     series = alt.Chart(df).mark_line(point=True).encode(
-        xs, ys, alt.Color(f"{by}:N", title=None), tooltip=[f"{by}:N", f"{x}:Q", alt.Tooltip("us:Q", format=".3~f")])
+        xs, ys, alt.Color(f"{by}:N", title=None), tooltip=[f"{by}:N", f"{x}:Q", alt.Tooltip("time:Q", format=".3~f")])
     lines = alt.Chart(guides).mark_line(strokeDash=[5, 4], color="gray").encode(xs, ys, alt.Detail("guide:N"))
     labels = alt.Chart(guides[guides[x] == x1]).mark_text(align="left", dx=5, color="gray").encode(
         xs, ys, text="guide:N")

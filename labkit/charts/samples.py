@@ -10,13 +10,10 @@ import numpy as np
 import pandas as pd
 
 from labkit.errors import BadInputError
+from labkit.stats import duration_unit
 
 __all__ = ["distribution_chart", "cdf_chart", "percentile_chart", "ab_chart", "predicted_vs_measured_chart",
-           "predicted_vs_measured", "as_frame",
-           "UNIT_AXIS"]
-
-
-UNIT_AXIS = "time (µs)"
+           "predicted_vs_measured", "as_frame", "in_unit"]
 
 
 def as_frame(result: Any) -> pd.DataFrame:
@@ -28,13 +25,22 @@ def as_frame(result: Any) -> pd.DataFrame:
     raise BadInputError(f"charts take a labkit result or its to_frame() DataFrame, got {type(result).__name__}")
 
 
+def in_unit(df: pd.DataFrame, ns: str = "ns") -> tuple[pd.DataFrame, str]:
+    """``df`` with a ``time`` column: its ``ns`` column in the unit a reader would pick for these values
+    (:func:`labkit.stats.duration_unit`: ns, µs, ms or s, the median between 1 and 1000), and that axis title,
+    e.g. ``"time (ms)"``."""
+    scale, unit = duration_unit(df[ns])
+    df = df.copy()
+    df["time"] = df[ns] / scale
+    return df, f"time ({unit})"
+
+
 def _measured(df: pd.DataFrame) -> pd.DataFrame:
     if "ns" not in df.columns:
         raise BadInputError(f"this frame has no 'ns' column (columns: {list(df.columns)}): pass a result's to_frame()")
     if "phase" in df.columns:
         df = df[df["phase"] == "measured"]
     df = df.copy()
-    df["us"] = df["ns"] / 1e3
     if "name" not in df.columns:
         df["name"] = "samples"
     return df
@@ -42,9 +48,9 @@ def _measured(df: pd.DataFrame) -> pd.DataFrame:
 
 def distribution_chart(*results: Any, bins: int = 40, title: str = "Where the samples fall") -> alt.Chart:
     """A histogram of each result's samples, one colour per name, so the spread and outliers show."""
-    df = pd.concat([_measured(as_frame(r)) for r in results], ignore_index=True)
+    df, axis = in_unit(pd.concat([_measured(as_frame(r)) for r in results], ignore_index=True))
     return alt.Chart(df, title=title).mark_bar(opacity=0.6).encode(
-        alt.X("us:Q", bin=alt.Bin(maxbins=bins), title=UNIT_AXIS),
+        alt.X("time:Q", bin=alt.Bin(maxbins=bins), title=axis),
         alt.Y("count():Q", stack=None, title="samples"),
         alt.Color("name:N", title=None),
         tooltip=["name:N", "count():Q"],
@@ -57,15 +63,15 @@ def cdf_chart(*results: Any, log_x: bool = False, title: str = "Cumulative distr
     for r in results:
         df = _measured(as_frame(r))
         for name, g in df.groupby("name", sort=False):
-            v = np.sort(g["us"].to_numpy())
-            frames.append(pd.DataFrame({"name": name, "us": v, "fraction": np.arange(1, v.size + 1) / v.size}))
-    data = pd.concat(frames, ignore_index=True)
+            v = np.sort(g["ns"].to_numpy())
+            frames.append(pd.DataFrame({"name": name, "ns": v, "fraction": np.arange(1, v.size + 1) / v.size}))
+    data, axis = in_unit(pd.concat(frames, ignore_index=True))
     scale = alt.Scale(type="log", nice=False) if log_x else alt.Scale(zero=False)
     return alt.Chart(data, title=title).mark_line(interpolate="step-after").encode(
-        alt.X("us:Q", scale=scale, title=UNIT_AXIS),
+        alt.X("time:Q", scale=scale, title=axis),
         alt.Y("fraction:Q", title="fraction of samples ≤ x", scale=alt.Scale(domain=[0, 1])),
         alt.Color("name:N", title=None),
-        tooltip=["name:N", alt.Tooltip("us:Q", format=".3f"), alt.Tooltip("fraction:Q", format=".3f")],
+        tooltip=["name:N", alt.Tooltip("time:Q", format=".3f"), alt.Tooltip("fraction:Q", format=".3f")],
     ).properties(width=520, height=260)
 
 
@@ -76,42 +82,42 @@ def percentile_chart(*results: Any, qs: tuple[float, ...] = (50, 90, 99), log_y:
     for r in results:
         df = _measured(as_frame(r))
         for name, g in df.groupby("name", sort=False):
-            v = g["us"].to_numpy()
-            rows.append({"name": name, "stat": "mean", "us": float(np.mean(v)), "order": 0})
+            v = g["ns"].to_numpy()
+            rows.append({"name": name, "stat": "mean", "ns": float(np.mean(v)), "order": 0})
             for i, q in enumerate(qs, 1):
-                rows.append({"name": name, "stat": f"P{q:g}", "us": float(np.percentile(v, q)), "order": i})
-    data = pd.DataFrame(rows)
+                rows.append({"name": name, "stat": f"P{q:g}", "ns": float(np.percentile(v, q)), "order": i})
+    data, axis = in_unit(pd.DataFrame(rows))
     extra: dict[str, Any] = {}
     if log_y:
         # a log axis has no zero: bars grow from a floor below the smallest value, or Vega draws nothing
-        floor = 10 ** np.floor(np.log10(max(data["us"].min(), 1e-3)))
+        floor = 10 ** np.floor(np.log10(max(data["time"].min(), 1e-3)))
         extra["y2"] = alt.datum(floor)
     return alt.Chart(data, title=title).mark_bar().encode(
         alt.X("stat:N", sort=alt.SortField("order"), title=None),
-        alt.Y("us:Q", title=UNIT_AXIS + (", log scale" if log_y else ""),
+        alt.Y("time:Q", title=axis + (", log scale" if log_y else ""),
               scale=alt.Scale(type="log") if log_y else alt.Scale()),
         alt.Color("stat:N", sort=alt.SortField("order"), legend=None),
         alt.Column("name:N", title=None),
-        tooltip=["name:N", "stat:N", alt.Tooltip("us:Q", format=".3f")],
+        tooltip=["name:N", "stat:N", alt.Tooltip("time:Q", format=".3f")],
         **extra,
     ).properties(width=160, height=220)
 
 
 def ab_chart(comparison: Any, title: str | None = None) -> alt.LayerChart:
     """An A/B picture: each round's samples as dots, the medians as ticks, and the ratio's interval in the title."""
-    df = _measured(comparison.to_frame())
+    df, axis = in_unit(_measured(comparison.to_frame()))
     lo, hi = comparison.ci
     title = title or f"{comparison.verdict}: ratio {comparison.ratio:.3f} ({comparison.ci_label} {lo:.3f}–{hi:.3f})"
     base = alt.Chart(df, title=title)
     dots = base.mark_circle(size=28, opacity=0.5).encode(
         alt.Y("name:N", title=None, sort=[comparison.baseline_name, comparison.candidate_name]),
-        alt.X("us:Q", title=UNIT_AXIS, scale=alt.Scale(zero=False)),
+        alt.X("time:Q", title=axis, scale=alt.Scale(zero=False)),
         alt.Color("role:N", legend=None),
-        tooltip=["name:N", "round:Q", alt.Tooltip("us:Q", format=".3f")],
+        tooltip=["name:N", "round:Q", alt.Tooltip("time:Q", format=".3f")],
     )
     medians = base.mark_tick(thickness=3, size=26, color="black").encode(
         alt.Y("name:N", sort=[comparison.baseline_name, comparison.candidate_name]),
-        alt.X("median(us):Q"),
+        alt.X("median(time):Q"),
     )
     return (dots + medians).properties(width=520, height=120)
 

@@ -31,7 +31,7 @@ from labkit.layout.records import (
 )
 from labkit.machine import fingerprint
 from labkit.microbench import bench
-from labkit.progress import show_progress
+from labkit.progress import new_bar, show_progress
 from labkit.results import Saveable, jsonable
 
 __all__ = ["LayoutSweep", "Timing", "sweep", "SIZES", "crossover"]
@@ -147,9 +147,7 @@ def _progress(progress: Any, total: int) -> tuple[Callable[[int], None], Callabl
     if progress is False:
         return (lambda done: None), (lambda: False), (lambda: None)
     if progress is True:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="layouts", unit="cell", leave=False)
+        bar = new_bar(total, "layouts", "cell")  # text on the terminal inside a labkit report run
         return (lambda done: bar.update(done - bar.n)), (lambda: False), bar.close
     if not callable(getattr(progress, "update", None)):
         raise BadInputError("progress must be True, False, None, or an object with update(done, total) "

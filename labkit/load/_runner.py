@@ -16,7 +16,7 @@ from labkit.load._engine import Engine, RawRun
 from labkit.load._options import PathPicker, Settings, make_picker, make_settings, parse_target
 from labkit.load.result import LoadResult
 from labkit.machine import CpuWatch
-from labkit.progress import show_progress
+from labkit.progress import new_bar, show_progress
 
 __all__ = ["run", "run_async", "prepare", "build_result"]
 
@@ -135,16 +135,14 @@ def _drive(engine: Engine, cpus: Iterable[int] | None, progress: bool, desc: str
 
 
 class _Bar:
-    """A tqdm.auto bar over the run's seconds, with the achieved rate and error count as postfix."""
+    """A bar over the run's seconds (:func:`labkit.progress.new_bar`: on the terminal in a ``labkit report`` run),
+    with the achieved rate and error count as postfix."""
 
     def __init__(self, engine: Engine, desc: str) -> None:
-        from tqdm.auto import tqdm
-
         self.engine = engine
         s = engine.s
         self.total = round(s.warmup_s + s.duration_s, 1)
-        self.bar = tqdm(total=self.total, desc=desc, unit="s", leave=False,
-                        bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} s{postfix}")
+        self.bar = new_bar(self.total, desc, "s", bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} s{postfix}")
         self.t0 = time.perf_counter()
 
     def tick(self) -> None:

@@ -12,7 +12,7 @@ from labkit.errors import BadInputError
 from labkit.inputs import integer
 from labkit.load._runner import run
 from labkit.load.result import LoadResult
-from labkit.progress import steps_bar
+from labkit.progress import step_beat, steps_bar
 from labkit.results import Saveable, TextRepr
 
 __all__ = ["Knee", "Sweep", "sweep", "broken_rule"]
@@ -186,7 +186,8 @@ def sweep(
         pause_s: idle seconds between steps, so a queue left by one step drains before the next.
         max_requests: cap on measured requests per step.
         stop_after: stop once this many consecutive steps broke a knee rule; None runs every rate.
-        progress: one progress bar over the steps (default: only inside a Jupyter kernel).
+        progress: one progress bar over the steps (default: only inside a Jupyter kernel); during a step it
+            says how far the step is, at least every 30 s (:class:`labkit.progress.Heartbeat`).
         on_step: called with each step's LoadResult as it finishes (e.g. to print it).
         run_kwargs: any other :func:`labkit.load.run` argument (connections=, arrivals=, paths=, cpus=…).
     """
@@ -204,8 +205,9 @@ def sweep(
         for k, rate in enumerate(rate_list):
             if k and pause_s > 0:
                 time.sleep(pause_s)
-            r = run(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, max_requests=max_requests,
-                    progress=False, **run_kwargs)
+            with step_beat(bar, f"step {k + 1} at {rate:,.0f} req/s", warmup_s + duration_s):
+                r = run(url, rate=rate, duration_s=duration_s, warmup_s=warmup_s, max_requests=max_requests,
+                        progress=False, **run_kwargs)
             steps.append(r)
             if on_step is not None:
                 on_step(r)

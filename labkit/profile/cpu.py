@@ -43,6 +43,7 @@ from typing import Any
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import integer, number
 from labkit.profile.stacks import Stacks
+from labkit.progress import timed_bar
 from labkit.results import Saveable, TextRepr
 
 __all__ = ["CpuProfile", "attach", "call", "under_load", "py_spy_path"]
@@ -213,11 +214,14 @@ def _attach_error(pid: int, said: str) -> ProbeUnavailable:
 
 
 def _record(pid: int, duration_s: float, rate: int, opts: dict[str, bool], fmt: str, executable: str | None,
-            during: Callable[[float], int | None] | None) -> tuple[str, float, list[str], int | None, tuple[int, int]]:
+            during: Callable[[float], int | None] | None,
+            progress: bool | None = False) -> tuple[str, float, list[str], int | None, tuple[int, int]]:
     rec = _Recording(pid, rate, duration_s, opts, fmt, executable)
     try:
         rec.wait_sampling()
-        calls = during(duration_s) if during is not None else _sleep_until_done(rec, duration_s)
+        what = "py-spy flame graph" if fmt == "flamegraph" else "py-spy"
+        with timed_bar(progress, duration_s, f"{what} pid {pid}"):
+            calls = during(duration_s) if during is not None else _sleep_until_done(rec, duration_s)
         rec.stop()
         text, elapsed, notes = rec.read()
         return text, elapsed, notes, calls, rec.counts()
@@ -236,10 +240,12 @@ def _sleep_until_done(rec: _Recording, duration_s: float) -> None:
 
 def _profile(pid: int, target: str, *, duration_s: float, rate: int, idle: bool, gil: bool, native: bool,
              function: bool, svg: bool, executable: str | None,
-             during: Callable[[float], int | None] | None = None, focus: str | None = None) -> CpuProfile:
+             during: Callable[[float], int | None] | None = None, focus: str | None = None,
+             progress: bool | None = None) -> CpuProfile:
     duration_s, rate = _check(duration_s, rate)
     opts = {"idle": idle, "gil": gil, "native": native, "function": function}
-    text, elapsed, notes, calls, (samples, errors) = _record(pid, duration_s, rate, opts, "raw", executable, during)
+    text, elapsed, notes, calls, (samples, errors) = _record(pid, duration_s, rate, opts, "raw", executable, during,
+                                                             progress)
     stacks = Stacks.from_collapsed(text, "samples")
     if focus is not None:
         stacks = stacks.focus(focus)
@@ -247,7 +253,8 @@ def _profile(pid: int, target: str, *, duration_s: float, rate: int, idle: bool,
     picture = None
     if svg and not any("exited" in n for n in notes):
         try:
-            picture, _, more, _, _ = _record(pid, duration_s, rate, opts, "flamegraph", executable, during)
+            picture, _, more, _, _ = _record(pid, duration_s, rate, opts, "flamegraph", executable, during,
+                                             progress)
             notes += more
         except ProbeUnavailable as e:  # the process went away between the two recordings
             notes.append(f"no py-spy SVG: {e}")
@@ -260,7 +267,7 @@ def _profile(pid: int, target: str, *, duration_s: float, rate: int, idle: bool,
 
 def attach(pid: int, *, duration_s: float = 5.0, rate: int = 100, idle: bool = False, gil: bool = False,
            native: bool = False, function: bool = True, svg: bool = False,
-           executable: str | None = None) -> CpuProfile:
+           executable: str | None = None, progress: bool | None = None) -> CpuProfile:
     """Profile a running Python process for ``duration_s`` seconds with py-spy.
 
     Args:
@@ -273,6 +280,8 @@ def attach(pid: int, *, duration_s: float = 5.0, rate: int = 100, idle: bool = F
         function: one frame per function (py-spy ``--function``) instead of one per line.
         svg: also record py-spy's own flame graph (a second recording of the same length, right after).
         executable: the py-spy to run (default: the one installed with labkit).
+        progress: a bar over the seconds sampled, moved every second (:mod:`labkit.progress`: by default in a
+            notebook, for a profile of 2 s or more).
 
     Raises:
         ProbeUnavailable: py-spy is missing, may not read the process (what to do about ptrace), or the
@@ -281,15 +290,17 @@ def attach(pid: int, *, duration_s: float = 5.0, rate: int = 100, idle: bool = F
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         raise BadInputError(f"pid must be a process id (a positive integer, e.g. svc.pid), got {pid!r}")
     return _profile(pid, f"pid {pid}", duration_s=duration_s, rate=rate, idle=idle, gil=gil, native=native,
-                    function=function, svg=svg, executable=executable)
+                    function=function, svg=svg, executable=executable, progress=progress)
 
 
 def call(fn: Callable[..., Any], /, *args: Any, duration_s: float = 2.0, rate: int = 100, native: bool = False,
-         function: bool = True, svg: bool = False, executable: str | None = None, **kwargs: Any) -> CpuProfile:
+         function: bool = True, svg: bool = False, executable: str | None = None, progress: bool | None = None,
+         **kwargs: Any) -> CpuProfile:
     """Profile ``fn(*args, **kwargs)`` in this process: it is called again and again for ``duration_s`` while
     py-spy samples, and the stacks are cut so that ``fn`` is the root.
 
-    The other threads of this process (a notebook kernel's) are left out. Arguments as in :func:`attach`.
+    The other threads of this process (a notebook kernel's, the progress bar's) are left out. Arguments as in
+    :func:`attach` (so ``fn`` cannot take keyword arguments named like them).
     """
     if not callable(fn):
         raise BadInputError(f"fn must be a function to call, got {type(fn).__name__}: pass the function itself, "
@@ -303,7 +314,7 @@ def call(fn: Callable[..., Any], /, *args: Any, duration_s: float = 2.0, rate: i
     try:
         return _profile(os.getpid(), f"{name}(...) in this process", duration_s=duration_s, rate=rate,
                         idle=False, gil=False, native=native, function=function, svg=svg, executable=executable,
-                        during=during, focus="_labkit_profile_repeat")
+                        during=during, focus="_labkit_profile_repeat", progress=progress)
     finally:
         _allow_children(False)
 
@@ -322,7 +333,8 @@ def _labkit_profile_repeat(fn: Callable[..., Any], args: tuple[Any, ...], kwargs
 def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, rate: int = 100,
                load_rate: float | None = None, concurrency: int | None = None, idle: bool = False,
                gil: bool = False, native: bool = False, function: bool = True, svg: bool = False,
-               executable: str | None = None, **load_kwargs: Any) -> tuple[CpuProfile, Any]:
+               executable: str | None = None, progress: bool | None = None,
+               **load_kwargs: Any) -> tuple[CpuProfile, Any]:
     """Profile a toyshop service while :mod:`labkit.load` sends it a bounded load.
 
     The load starts first (its warm-up runs while py-spy attaches) and lasts until the profile (or both
@@ -331,7 +343,7 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
     Args:
         service: a running :class:`labkit.service.Service`.
         path: the request path to load.
-        duration_s, rate, idle, gil, native, function, svg, executable: as in :func:`attach`.
+        duration_s, rate, idle, gil, native, function, svg, executable, progress: as in :func:`attach`.
         load_rate / concurrency: the load, open loop (requests per second) or closed loop (one is required).
         load_kwargs: other knobs of :func:`labkit.load.run`.
 
@@ -353,5 +365,6 @@ def under_load(service: Any, path: str = "/health", *, duration_s: float = 5.0, 
                     warmup_s=0.5, **load_kwargs) as load:
         load.warm()  # the service is busy before py-spy attaches
         prof = _profile(pid, f"toyshop pid {pid} under load ({path})", duration_s=duration_s, rate=rate,
-                        idle=idle, gil=gil, native=native, function=function, svg=svg, executable=executable)
+                        idle=idle, gil=gil, native=native, function=function, svg=svg, executable=executable,
+                        progress=progress)
     return prof, load.result

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, BaselineError, NotebookError, ResultsError
+from labkit.progress import Heartbeat
 from labkit.report.baseline import concluded_in
+from labkit.report.cellwatch import STILL_S
 from labkit.report.html import Rendered, render, write_html
 from labkit.report.params import declared_parameters, differences, effective
 from labkit.report.run import ReportRun, check_kernel, check_notebook, check_parameters, execute, with_quick
@@ -79,9 +81,20 @@ def _say(say: Callable[[str], None] | None) -> Callable[[str], None]:
     return say or default_say
 
 
-def _write(run: ReportRun, baseline: Path | None, out: str | os.PathLike[str] | None) -> tuple[ReportRun, Rendered]:
+def _rendering(say: Callable[[str], None]) -> Heartbeat:
+    """Says every 10 s that the page is still being made, once it has taken 15 s (many charts to draw)."""
+    def beat(elapsed: float) -> None:
+        if elapsed >= STILL_S:
+            say(f"labkit report: still rendering the page ({elapsed:.0f} s: charts are drawn as SVG one by one)")
+
+    return Heartbeat(beat)
+
+
+def _write(run: ReportRun, baseline: Path | None, out: str | os.PathLike[str] | None,
+           say: Callable[[str], None] | None = None) -> tuple[ReportRun, Rendered]:
     try:
-        rendered = render(run.executed, run=run, baseline=baseline)
+        with _rendering(_say(say)):
+            rendered = render(run.executed, run=run, baseline=baseline)
         folder = Path(run.folder)
         target = write_html(Path(out) if out is not None else folder.parent / f"{folder.name}.html", rendered.html)
     except Exception as e:
@@ -142,17 +155,19 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
     say(f"labkit report: running {path.name} with {shown}")
     run = execute(path, parameters, quick=quick, raw=raw, root=root, progress=progress)
     say(f"labkit report: run folder {run.folder} (ran in {run.duration_s or 0:.0f} s); rendering…")
-    return _write(run, base, out)
+    return _write(run, base, out, say)
 
 
 def rerender(folder: str | os.PathLike[str], *, baseline: str | os.PathLike[str] | None = None,
-             compare_anyway: bool = False, out: str | os.PathLike[str] | None = None) -> tuple[ReportRun, Rendered]:
+             compare_anyway: bool = False, out: str | os.PathLike[str] | None = None,
+             say: Callable[[str], None] | None = None) -> tuple[ReportRun, Rendered]:
     """Write the report of a finished run again, from what its folder kept — nothing is executed.
 
     Args:
         folder: the run's folder (``results/reports/<notebook>-<time>/``).
         baseline, compare_anyway: as in :func:`build`; the run's own notebook and parameters are checked.
         out: where to write the HTML (default: the run's page, replaced atomically).
+        say: where to print progress lines (default: stderr).
 
     Raises:
         BadInputError: not a run's folder, or a run that did not execute to the end.
@@ -175,4 +190,4 @@ def rerender(folder: str | os.PathLike[str], *, baseline: str | os.PathLike[str]
     run = dataclasses.replace(run, folder=str(path.resolve()))   # the folder may have moved since
     base = (check_baseline(baseline, run.notebook, effective(run.parameters, run.declared), declared=run.declared,
                            compare_anyway=compare_anyway) if baseline is not None else None)
-    return _write(run, base, out if out is not None else run.html)
+    return _write(run, base, out if out is not None else run.html, say)

@@ -283,7 +283,8 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
         quick: set ``QUICK=True`` (the notebook's quick settings); the record says it came from ``--quick``.
         raw: the command-line text of each parameter (``"5,50"``), so a text parameter keeps what was typed.
         root: where run folders go (default: ``reports/`` under :func:`labkit.results.results_dir`).
-        progress: show papermill's per-cell progress bar (:mod:`labkit.progress`: by default inside a notebook).
+        progress: show papermill's per-cell progress bar (:mod:`labkit.progress`: by default inside a notebook),
+            and a line on stderr naming a cell still running after 15 s, then about every 20 s (:class:`CellWatch`).
         start_timeout: seconds to wait for the kernel to start.
 
     Raises:
@@ -294,7 +295,8 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from labkit.progress import show_progress
+    from labkit.progress import Heartbeat, show_progress
+    from labkit.report.cellwatch import CellWatch
 
     path = check_notebook(notebook)
     declared = declared_parameters(path)
@@ -317,7 +319,8 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     source = _with_census(path, folder)
     try:
         progress = show_progress(progress)
-        with _kernel_env(folder, progress):
+        watch = Heartbeat(CellWatch(run.executed)) if progress else contextlib.nullcontext()
+        with _kernel_env(folder, progress), watch:
             papermill.execute_notebook(str(source), str(run.executed), parameters=params,
                                        kernel_name=kernel, language=language, cwd=str(path.parent),
                                        progress_bar=progress, log_output=False, start_timeout=start_timeout)
