@@ -182,7 +182,7 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
     """
     from labkit.errors import BadInputError
     from labkit.machine import fingerprint
-    from labkit.progress import show_progress
+    from labkit.progress import new_bar, show_progress
 
     progress = show_progress(progress)
     names = list(PROBES) if include is None else list(include)
@@ -195,10 +195,8 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     load_before = _load()
-    from tqdm.auto import tqdm
-
-    bar = tqdm(names, desc="latency probes", unit="probe", disable=not progress)
-    for name in bar:
+    bar = new_bar(len(names), "latency probes", "probe", disable=not progress)  # text inside a labkit report run
+    for name in names:
         bar.set_postfix_str(name)
         keys, run = PROBES[name]
         t0 = time.perf_counter()
@@ -216,6 +214,7 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
         if progress:
             summary = ", ".join(f"{r.key} {_fmt(r.median_ns)}" for r in got)
             bar.write(f"{name:<15} {seconds[name]:5.1f} s  {summary}", file=sys.stderr)
+        bar.update()
     bar.close()
     busy = busy_warning(load_before, _load(), os.cpu_count() or 1)
     if busy and progress:
