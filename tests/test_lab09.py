@@ -5,6 +5,7 @@ holds the write, and a wrong answer all fail."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -138,10 +139,8 @@ class SharedAcrossLedgers(Reference):
 
 def _unhooks(audit: Any) -> None:
     for name in ("hold_s", "delay_ms", "_hold"):  # an audit trail with no delay: the work made free
-        try:
+        with contextlib.suppress(AttributeError):
             setattr(audit, name, 0.0)
-        except AttributeError:
-            pass
 
 
 def _threads(audit: Any) -> int:
@@ -199,9 +198,8 @@ def test_lost_updates_and_missing_lines_say_what_went_wrong():
 def test_a_deadlock_fails_with_a_message_and_the_check_returns():
     class TakesItTwice(Reference):
         def add(self, customer_id: int, points: int) -> None:
-            with self._lock:
-                with self._lock:  # a Lock is not reentrant: the first add waits for itself forever
-                    pass
+            with self._lock, self._lock:  # a Lock is not reentrant: the first add waits for itself forever
+                pass
 
     run = lab09.stress(TakesItTwice, [[(1, 2)], [(1, 3)]], timeout_s=0.5)
     assert run.error is not None and "deadlock" in run.error
