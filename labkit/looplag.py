@@ -17,7 +17,9 @@ blocked for 20 ms shows a 20 ms sample. The worst sample is stamped with the wal
 callbacks is ``loop.set_debug(True)`` with ``loop.slow_callback_duration`` (Python docs, "Developing with
 asyncio"); it names the callback, at the cost of debug mode's overhead on every one.
 
-The last :data:`KEEP` samples are kept; :meth:`LagMonitor.report` is safe to call from any thread.
+The lag is timed with ``time.perf_counter``. A loop's timers have a resolution of their own: uvloop's (libuv's) are
+whole milliseconds, so there a sample below about 1 ms says nothing; asyncio's own loop is finer. A timer that
+fires early counts as 0. The last :data:`KEEP` samples are kept; :meth:`LagMonitor.report` is safe to call from any thread.
 """
 
 from __future__ import annotations
@@ -164,12 +166,12 @@ class LagMonitor:
     def _schedule(self) -> None:
         if not self._running or self._loop is None:
             return
-        self._due = self._loop.time() + self.interval_s
-        self._handle = self._loop.call_at(self._due, self._tick)
+        # timed on perf_counter, not loop.time(): uvloop's loop clock counts whole milliseconds
+        self._due = time.perf_counter() + self.interval_s
+        self._handle = self._loop.call_later(self.interval_s, self._tick)
 
     def _tick(self) -> None:
-        assert self._loop is not None
-        lag_ms = max(0.0, (self._loop.time() - self._due) * 1e3)
+        lag_ms = max(0.0, (time.perf_counter() - self._due) * 1e3)
         with self._guard:
             self._lags.append((lag_ms, time.time()))
             self._seen += 1

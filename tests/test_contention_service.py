@@ -1,5 +1,6 @@
-"""The ``stats`` switch through the running service (``labkit.service.start``: uvicorn, the real pool of 40
-threads): every variant counts every answered request exactly under a closed loop of 32 connections."""
+"""lab 09's switches through the running service (``labkit.service.start``: uvicorn, the real pool of 40
+threads): every ``stats`` variant counts every answered request exactly under a closed loop of 32 connections,
+and ``loop=blocking`` makes the event loop late where ``loop=thread`` does not."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from labkit.client import Endpoint
 from labkit.load import run
 from labkit.service import start
+from labkit.toyshop.recommend import RECOMMENDER_S
 
 pytestmark = pytest.mark.slow
 
@@ -32,3 +34,20 @@ def test_every_answered_request_is_counted_once(service, mode):
     assert sum(snap["histogram"]["counts"]) == snap["total"]
     if mode in ("locked", "short"):
         assert snap["lock"]["acquisitions"] >= snap["total"]
+
+
+def _lag_under(service, loop: str) -> dict:
+    shop = Endpoint(service.url)
+    paths = [f"/recommendations?customer_id={1 + i % 300}&loop={loop}" for i in range(300)]
+    shop.get("/loop?reset=1")
+    r = run(service.url, concurrency=8, duration_s=1.0, paths=paths, progress=False)
+    assert r.ok > 50 and r.error_count == 0
+    return shop.get("/loop").json()
+
+
+def test_a_blocking_call_on_the_loop_makes_it_late_and_a_thread_does_not(service):
+    blocked, threaded = _lag_under(service, "blocking"), _lag_under(service, "thread")
+    # THEN with 8 requests sleeping on the loop one after another, its timer waited at least one sleep
+    assert blocked["worst_ms"] >= RECOMMENDER_S * 1e3 * 0.9, blocked
+    assert blocked["worst_ms"] > threaded["worst_ms"], (blocked, threaded)
+    assert blocked["over_ms"]["1"] / blocked["samples"] > threaded["over_ms"]["1"] / threaded["samples"]
