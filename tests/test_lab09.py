@@ -220,3 +220,24 @@ def test_the_prediction_is_concluded_with_the_measured_p99_ratio():
     assert grade.passed, str(grade)
     assert "seed 5" in grade.title and "your prediction (0.15)" in grade.items[-1].message
     assert "every run's answer checked" in grade.items[-2].message
+
+
+def test_the_audit_trail_must_be_a_serial_history_with_every_line_once():
+    import numpy as np
+
+    load = [[(7, 5), (7, 3)], [(8, 2)]]
+    empty = np.zeros(0, dtype=np.int64)
+
+    def run_of(answer, lines):
+        return lab09.Stress(answer, tuple(lines), empty, empty, 1.0, 2)
+
+    assert lab09._problem(run_of({7: 8, 8: 2}, [(7, 5, 5), (8, 2, 2), (7, 3, 8)]), load) is None
+    assert lab09._problem(run_of({7: 8, 8: 2}, [(7, 3, 3), (7, 5, 8), (8, 2, 2)]), load) is None  # any serial order
+    lost = lab09._problem(run_of({7: 5, 8: 2}, [(7, 5, 5), (7, 3, 3), (8, 2, 2)]), load)
+    assert lost is not None and "lost updates: 3 points of 10 missing" in lost
+    stale = lab09._problem(run_of({7: 8, 8: 2}, [(7, 5, 5), (7, 3, 3), (8, 2, 2)]), load)
+    assert stale is not None and "no serial history" in stale
+    missing = lab09._problem(run_of({7: 8, 8: 2}, [(7, 5, 5), (7, 3, 8)]), load)
+    assert missing is not None and "1 missing, 0 extra" in missing
+    typed = lab09._problem(run_of({7: 8.0, 8: 2}, []), load)
+    assert typed is not None and "expected type int" in typed
