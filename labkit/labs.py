@@ -34,6 +34,7 @@ QUICK_BUDGET_S: dict[str, float] = {
     "06_gc_profiling.ipynb": 90,
     "07_tail_latency.ipynb": 90,
     "08_capstone.ipynb": 90,
+    "09_contention.ipynb": 90,
 }
 
 

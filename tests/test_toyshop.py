@@ -231,7 +231,8 @@ def test_unknown_route_is_a_json_404(client):
 def test_openapi_lists_every_endpoint(client):
     schema = client.get("/openapi.json").json()
     assert set(schema["paths"]) == {"/health", "/customers/{customer_id}/export", "/orders/{order_id}",
-                                    "/quote", "/config/{key}", "/stats", "/statement", "/gc", "/cache"}
+                                    "/quote", "/config/{key}", "/stats", "/statement", "/gc", "/cache",
+                                    "/recommendations", "/tally", "/loop"}
 
 
 def test_process_defaults_and_validation(db, catalog):

@@ -16,6 +16,10 @@ Endpoints (all GET; see ``/openapi.json``):
   lines) as CSV; the ``buffers`` switch picks how the body is built
 - ``/config/{key}``: one config value
 - ``/cache``: the product cache's and the config cache's totals (hits, misses, size, snapshot age…)
+- ``/recommendations?customer_id=ID``: popular products the customer has not bought (an ``async`` endpoint with
+  a deliberate blocking call: the ``loop`` switch; :mod:`labkit.toyshop.recommend`)
+- ``/tally``: the per-request statistics of the ``stats`` switch (:mod:`labkit.toyshop.tally`); ``/loop``: the
+  event loop's lag (:mod:`labkit.toyshop.readouts`)
 - ``/stats``: requests in flight now (every request inside the app, whatever it is waiting for), the peak,
   how many were served, their summed time inside the app, and the count's integral over time (with the
   server's clock) — for Little's law in the tail-latency lab; this request itself is not counted
@@ -44,7 +48,8 @@ reports both.
 
 How each switch changes a request: ``cache=local`` answers product details from
 :class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
-:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`; the rest pick a kernel of
+:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`, ``stats`` is tallied in :meth:`_Service.blocking`'s job (adding
+``lock;dur=<wait ms>;count=<acquisitions>`` to Server-Timing); the rest pick a kernel of
 :mod:`labkit.toyshop.export` or :mod:`labkit.toyshop.core`.
 """
 
@@ -71,6 +76,7 @@ from starlette.routing import Route
 from labkit import trace as _trace
 from labkit.alloc.census import census_unavailable
 from labkit.errors import BadInputError
+from labkit.looplag import LagMonitor
 from labkit.toyshop import gclog
 from labkit.toyshop.catalog import Catalog, RemoteCatalog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
@@ -89,6 +95,8 @@ from labkit.toyshop.pipeline import (
 )
 from labkit.toyshop.productcache import OFFLINE, ProductCache, WouldBlock
 from labkit.toyshop.quote import MAX_QUOTE_LINES, quote_payload, quote_rows
+from labkit.toyshop.readouts import loop_endpoint, tally_endpoint
+from labkit.toyshop.recommend import bought, recommend
 from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.statement import (
     MAX_STATEMENT_LINES,
@@ -98,6 +106,7 @@ from labkit.toyshop.statement import (
 )
 from labkit.toyshop.statement import MEDIA_TYPE as _CSV
 from labkit.toyshop.switches import REQUEST_SWITCHES, check, resolve, with_preset
+from labkit.toyshop.tally import Tally
 from labkit.toyshop.wiring import BufferPool, ConfigCache, trim_export
 from labkit.trace import span
 
@@ -138,7 +147,10 @@ class _Service:
         self.config_cache = ConfigCache(self._load_config, mode="local")
         self.counts = Counts()  # GET /stats (in-flight accounting: labkit.toyshop.inflight)
         self.pool = BufferPool(scribble=settings["scribble"] == "on")  # the statement's buffers=pooled
-        self.product_cache = ProductCache(catalog, preload=_hot_products(db_path))  # started by its first lookup
+        self.hot = _hot_products(db_path)  # the dataset's popular products (the cache's preload, /recommendations)
+        self.product_cache = ProductCache(catalog, preload=self.hot)  # started by its first lookup
+        self.tally = Tally()  # the stats switch's per-request statistics (GET /tally)
+        self._lag: LagMonitor | None = None  # GET /loop's monitor, started on the loop when first asked for
         self.request_log = RequestLog(request_log)
         self.heap = StockHeap(settings["heap"]).start()  # heap=objects|flat: the reloaded long-lived snapshot
         self.served = 0  # requests answered, for the freeze after warm-up (gc=frozen|tuned)
@@ -165,6 +177,16 @@ class _Service:
         self.product_cache.stop()
         self.heap.stop()
         self.request_log.close()
+        self.tally.close()
+        if self._lag is not None:
+            self._lag.stop()
+
+    def lag(self) -> LagMonitor:
+        """The loop's lag monitor, started on the running loop the first time (``/loop``, ``/recommendations``):
+        a service that never serves them never runs the timer."""
+        if self._lag is None:
+            self._lag = LagMonitor().start()
+        return self._lag
 
     def conn(self) -> ToyshopConnection:
         conn = getattr(self._local, "conn", None)
@@ -200,43 +222,51 @@ class _Service:
                 raise BadParam(key, f"unknown parameter {key[:40]!r}; this endpoint takes {known}")
         return with_preset({k: self.settings[k] for k in REQUEST_SWITCHES}, given), params
 
-    async def blocking(self, fn: Callable[[ToyshopConnection], Any], inline: bool = False) -> Any:
+    async def blocking(self, fn: Callable[[ToyshopConnection], Any], inline: bool = False, *,
+                       sw: Mapping[str, str] | None = None, endpoint: str = "") -> Any:
         """Run SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait`` — or, with
         ``inline`` (the ``hop=inline`` switch), right here on the event loop: no hand-off to a thread and back,
-        at the price of holding the loop while the query runs (fine for short queries on a local file)."""
+        at the price of holding the loop while the query runs (fine for short queries on a local file). With
+        ``sw``, the work's result is tallied for ``endpoint`` the ``stats`` switch's way, on the same thread."""
+        t_call = _clock()
+
+        def tallied(result: Any) -> Any:
+            if sw is not None and sw["stats"] != "off":
+                self.tally.record(sw["stats"], endpoint, result, _clock() - t_call)
+            return result
         if inline:
-            return fn(self.conn())
+            return tallied(fn(self.conn()))
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.settings["pool"])
         if self._max_in_flight is not None and self._in_flight >= self._max_in_flight:
             raise Overloaded(f"{self._in_flight} requests already in flight (pool {self.settings['pool']} + "
                              f"queue {self.settings['queue']}); retry later")
-        t_call = _clock()
 
         def job() -> Any:
             _trace.add("wait", _clock() - t_call)
-            return fn(self.conn())
+            return tallied(fn(self.conn()))
         self._in_flight += 1
         try:
             return await anyio.to_thread.run_sync(job, limiter=self._limiter)
         finally:
             self._in_flight -= 1
 
-    async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Catalog], Any]) -> Any:
+    async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Catalog], Any],
+                           endpoint: str = "") -> Any:
         """``work(conn, catalog)`` with the catalog the switches pick, on the pool — or, with ``hop=inline`` and
         the product cache, on the event loop as long as every product is a cache hit: a miss needs the catalog
         (a blocking call), so the work starts again on a pool thread (``hop_retry`` in Server-Timing). Without
         the cache every product is a catalog call, so ``hop=inline`` changes nothing there."""
         cat = self.catalog_for(sw)
         if sw["hop"] != "inline" or sw["cache"] != "local":
-            return await self.blocking(lambda conn: work(conn, cat))
+            return await self.blocking(lambda conn: work(conn, cat), sw=sw, endpoint=endpoint)
         view = self.product_cache.view(OFFLINE)
         try:
-            return await self.blocking(lambda conn: work(conn, view), inline=True)
+            return await self.blocking(lambda conn: work(conn, view), inline=True, sw=sw, endpoint=endpoint)
         except WouldBlock:
             _trace.add("hop_retry", count=1, desc="a cache miss: the work ran again on the pool")
             view.catalog = cat.catalog  # the same view: the snapshot's age is reported once
-            return await self.blocking(lambda conn: work(conn, view))
+            return await self.blocking(lambda conn: work(conn, view), sw=sw, endpoint=endpoint)
 
 
 def _reach(catalog: Catalog) -> dict[str, Any]:
@@ -295,23 +325,24 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
                     "threads": threading.active_count(), "catalog": _reach(svc.catalog)}
         return await svc.respond(request, h)
 
-    async def by_id(request: Request, param: str, pick: Callable[[dict[str, Any]], Any], schema: str) -> Response:
+    async def by_id(request: Request, param: str, pick: Callable[[dict[str, Any]], Any], schema: str,
+                    endpoint: str) -> Response:
         """One id from the path, the switches, a data-access call on the DB thread, trimmed fields."""
         async def h(ctx: dict[str, Any]) -> Any:
             with span("parse"):
                 ident = int_param(request.path_params[param], param)
                 sw = ctx["sw"] = svc.switches(request)[0]
             fn = pick(sw)
-            data = await svc.with_catalog(sw, lambda conn, cat: fn(conn, cat, ident))
+            data = await svc.with_catalog(sw, lambda conn, cat: fn(conn, cat, ident), endpoint)
             with span("compute"):
                 return trim_export(data, sw["fields"])
         return await svc.respond(request, h, schema)
 
     async def export(request: Request) -> Response:
-        return await by_id(request, "customer_id", lambda sw: EXPORTS[sw["n1"]], "export")
+        return await by_id(request, "customer_id", lambda sw: EXPORTS[sw["n1"]], "export", "export")
 
     async def order(request: Request) -> Response:
-        return await by_id(request, "order_id", lambda sw: order_detail, "order")
+        return await by_id(request, "order_id", lambda sw: order_detail, "order", "orders")
 
     async def quote(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -325,7 +356,8 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
                                               "the quote kernels take grow or prealloc")
             rows = None
             if cid is not None:
-                rows = await svc.blocking(lambda conn: quote_rows(conn, cid), inline=sw["hop"] == "inline")
+                rows = await svc.blocking(lambda conn: quote_rows(conn, cid), inline=sw["hop"] == "inline",
+                                          sw=sw, endpoint="quote")
             with span("compute"):
                 return quote_payload(rows, n, seed, sw["layout"], sw["buffers"])
         return await svc.respond(request, h)
@@ -339,7 +371,7 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
                                                   "a statement of n synthetic lines")
             if cid is not None:
                 customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid),
-                                                    inline=sw["hop"] == "inline")
+                                                    inline=sw["hop"] == "inline", sw=sw, endpoint="statement")
             else:
                 customer, rows = synthetic_statement(n or 0, seed)
             with span("compute"):
@@ -356,12 +388,31 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
             if sw["cache"] == "local":
                 hit, value = svc.config_cache.lookup(key)  # a hit costs no query and no thread hop
                 if not hit:
-                    value = await svc.blocking(lambda conn: svc.config_cache.get(key), inline=sw["hop"] == "inline")
+                    value = await svc.blocking(lambda conn: svc.config_cache.get(key), inline=sw["hop"] == "inline",
+                                               sw=sw, endpoint="config")
             else:
-                value = await svc.blocking(lambda conn: svc._load_config(key), inline=sw["hop"] == "inline")
+                value = await svc.blocking(lambda conn: svc._load_config(key), inline=sw["hop"] == "inline",
+                                           sw=sw, endpoint="config")
             if value is None:
                 raise NotFoundError(f"no config key {key!r}")
             return {"key": key, "value": value}
+        return await svc.respond(request, h)
+
+    async def recommendations(request: Request) -> Response:
+        svc.lag()
+
+        async def h(ctx: dict[str, Any]) -> Any:
+            with span("parse"):
+                sw, params = svc.switches(request, ("customer_id",))
+                ctx["sw"] = sw
+                cid = int_param(params.get("customer_id"), "customer_id")
+            owned = await svc.blocking(lambda conn: bought(conn, cid), sw=sw, endpoint="recommendations")
+            with span("recommender"):
+                if sw["loop"] == "thread":
+                    picks = await anyio.to_thread.run_sync(recommend, owned, svc.hot)
+                else:  # the mistake lab 09 measures: a blocking call on the event loop
+                    picks = recommend(owned, svc.hot)
+            return {"customer_id": cid, "products": picks}
         return await svc.respond(request, h)
 
     async def stats(request: Request) -> Response:
@@ -381,7 +432,8 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
 
     routes = [Route("/health", health), Route("/customers/{customer_id}/export", export),
               Route("/orders/{order_id}", order), Route("/quote", quote), Route("/config/{key}", config),
-              Route("/statement", statement),
+              Route("/statement", statement), Route("/recommendations", recommendations),
+              Route("/tally", tally_endpoint(svc.tally)), Route("/loop", loop_endpoint(svc.lag)),
               Route("/stats", stats), Route("/cache", caches), Route("/openapi.json", openapi)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     middleware=[Middleware(InFlight, counter=svc.counts)])

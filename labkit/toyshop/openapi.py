@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.toyshop import gclog
+from labkit.toyshop import gclog, readouts
 from labkit.toyshop.quote import MAX_QUOTE_LINES
 from labkit.toyshop.statement import MAX_STATEMENT_LINES
 from labkit.toyshop.switches import TABLE, Switch
@@ -114,6 +114,11 @@ def openapi_schema() -> dict[str, Any]:
             "/quote": _op("pricing by the performance core", quote_params),
             "/config/{key}": _op("one config value", [key]),
             "/statement": _statement_op(),
+            "/recommendations": _op("popular products the customer has not bought; loop=blocking|thread: the "
+                                    "recommender's blocking call on the event loop or on a worker thread",
+                                    [{"name": "customer_id", "in": "query", "required": True,
+                                      "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}}]),
+            **readouts.OPENAPI,
             "/gc": gclog.OPENAPI,
             "/cache": {"get": {"summary": "the product and config caches: hits, misses, size, the product "
                                           "snapshot's age and staleness bound",

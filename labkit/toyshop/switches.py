@@ -126,6 +126,14 @@ TABLE: tuple[Switch, ...] = (
                                      "the request path / queued to a listener thread", ("off", "sync", "queued")),
     Switch("hop", _R, "08_capstone", "SQLite work always handed to a pool thread vs run on the event loop unless "
                                      "it needs the network (a catalog call)", ("pool", "inline")),
+    Switch("stats", _R, "09_contention", "per-request statistics: none (keeps other labs' measurements "
+                                         "unchanged) / under one process-wide lock held for the whole update / "
+                                         "the lock held only to merge / per-thread shards merged on read / "
+                                         "queued to a background thread (GET /tally)",
+           ("off", "locked", "short", "sharded", "queued")),
+    Switch("loop", _R, "09_contention", "GET /recommendations' blocking recommender call made on the event loop "
+                                        "vs handed to a worker thread (GET /loop: the loop's lag)",
+           ("blocking", "thread")),
     Switch("preset", _R, "08_capstone", "none: each switch as given; baseline / all: the capstone's slow "
                                         "configuration / every request-level fix (a switch given beside it wins)",
            ("none", *PRESETS)),
@@ -216,7 +224,8 @@ def reference_page() -> str:
         "|---|---|---|---|---|---|",
         *rows,
         "",
-        "The default is the slow baseline, except `log=off` (keeps other labs' measurements unchanged) and",
+        "The default is the slow baseline, except `log=off` and `stats=off` (keep other labs' measurements",
+        "unchanged) and",
         "`preset=none` (leaves every switch as given). A preset sets these switches; a switch given in the same",
         "request overrides it (`?preset=all&cache=none`: every fix but the cache). Process switches are never part",
         "of a preset.",

@@ -1,0 +1,431 @@
+"""Lab 09's exercise: a second contended component — the loyalty-points ledger — without its lock on the hot path.
+
+Every order adds loyalty points to its customer's balance and writes a line to the points audit trail (the
+customer, the points, the balance after them): :class:`baseline` holds **one lock** around the balance *and* the
+audit write (an emulated write to a remote audit store, ``hold_ms`` a line — named as an emulation wherever it is
+used). Every add from every thread queues for that lock while another add's write is in flight: a server of
+one, as section 3 of the lab models it. The learner writes ``MyLedger(audit)`` with the same two methods:
+
+* ``add(customer_id: int, points: int) -> None`` — called from many threads at once;
+* ``balances() -> dict[int, int]`` — every customer's balance, once the adds have returned; by then the audit
+  trail must hold every add's line (its order is not graded).
+
+:func:`check` grades it in this process. Every graded run is the same **many-thread stress**: a fresh ledger of
+the learner's class, its own audit trail, 6–10 threads (drawn per run) released together, each adding its share
+of a load generated for that run (hot customers included), the interpreter's switch interval set short
+(:data:`SWITCH_S`) so that a race between two threads shows up as it would under heavy traffic. In order:
+
+1. **exact** — on every run, in every phase: ``balances()`` exactly the sums of what was added (a ``dict`` of
+   ``int``, compared by :func:`labkit.exact.difference`), and an audit trail with every add's line once whose
+   balances make a serial history per customer (each line's balance = the previous line's + its points). No lost
+   update passes, however fast: edge cases (no adds, one add, one customer from every thread) and runs of the
+   timed size;
+2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+3. **the wait budget** — on a load nobody has seen, the time each add spends *waiting* (its time minus its own
+   audit write, both timed by the grader: the write by the audit trail it hands you) at P90 at most
+   ``wait_budget_x`` × the median audit write. A lock held across the write makes every add wait for the others';
+4. **faster at P99 end to end** — interleaved rounds of the baseline and your ledger on fresh loads, each round's
+   P99 of an add as its caller sees it, compared by :func:`labkit.compare`: ``faster`` by ``required_speedup``,
+   every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged on the effect).
+
+The runs are made through one :class:`labkit.check.Runner` (the same frames in every phase) and the module is
+sealed at import (:mod:`labkit.check`'s threat model). What a stress on this interpreter cannot catch: a race
+that no thread switch can split. With the GIL, CPython 3.11 checks for a switch only at calls and backward jumps,
+so an unlocked ``d[k] += n`` on a plain ``dict`` of ``int`` never loses an update here — it does on a
+free-threaded build (3.13t, 3.14t), where this same check catches it.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from labkit.check import (
+    CheckResult,
+    Exercise,
+    Item,
+    Runner,
+    band,
+    difference,
+    failed,
+    fresh_seed,
+    not_callable,
+    passed,
+    planned,
+    prediction,
+    seal,
+)
+from labkit.comparison import compare as _compare
+from labkit.exact import kind
+from labkit.record import Experiment
+from labkit.runner import CLOCK as _CLOCK
+
+__all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS"]
+
+#: the switch interval every graded run sets (seconds; CPython's default is 0.005): a thread that waits for the
+#: interpreter asks the running one to let go after this long, so a read-modify-write split by a call is split
+SWITCH_S = 1e-5
+#: the budget: an add's wait (its time minus its own audit write) at P90, in median audit writes
+WAIT_BUDGET_X = 0.5
+#: the emulated audit write, per line (ms)
+HOLD_MS = 0.2
+_SLEEP = time.sleep
+_PERCENTILE = np.percentile
+
+
+class baseline:  # noqa: N801 — the lab's public name for the component as it is (labNN.baseline)
+    """The points ledger as toyshop has it: one lock around the balance **and** the audit write."""
+
+    def __init__(self, audit: Any) -> None:
+        self._lock = threading.Lock()
+        self._audit = audit
+        self._balance: dict[int, int] = {}
+
+    def add(self, customer_id: int, points: int) -> None:
+        """Add ``points`` to the customer's balance and write the audit line, all under the one lock."""
+        with self._lock:
+            balance = self._balance.get(customer_id, 0) + points
+            self._audit.write(customer_id, points, balance)  # the slow part: a write, with the lock held
+            self._balance[customer_id] = balance
+
+    def balances(self) -> dict[int, int]:
+        """Every customer's balance."""
+        with self._lock:
+            return dict(self._balance)
+
+
+class _Reference:
+    """The fix: the lock guards only the read-modify-write of the balance; the write happens outside it."""
+
+    def __init__(self, audit: Any) -> None:
+        self._lock = threading.Lock()
+        self._audit = audit
+        self._balance: dict[int, int] = {}
+
+    def add(self, customer_id: int, points: int) -> None:
+        with self._lock:  # held for a dict read and a dict write: a microsecond, not a write's round trip
+            balance = self._balance.get(customer_id, 0) + points
+            self._balance[customer_id] = balance
+        self._audit.write(customer_id, points, balance)  # this add's own balance: correct in any order
+
+    def balances(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._balance)
+
+
+EXERCISE = Exercise(
+    "Lab 09 — the points ledger without its lock on the hot path",
+    hints=("Read baseline.add (labkit.exercises.lab09.baseline): how long is the lock held, and which part of that "
+           "time needs it? Price it with section 3's model: a lock held for one audit write, by 8 threads at once.",
+           "Two things must stay true: no two adds of one customer may read the same balance (that is a lost "
+           "update), and every add writes its own line. Only the first needs the lock; the write needs the new "
+           "balance, not the lock.",
+           "Keep the lock around `balance = get + points; store it` and make the audit.write call after the `with` "
+           "block, with the balance you computed inside it. Do not drop the lock: the check's stress finds that."),
+    solution=_Reference,
+)
+hint = EXERCISE.hint
+solution = EXERCISE.solution
+
+
+def _trail(hold_s: float) -> tuple[Any, list[tuple[Any, Any, Any]], list[int], Callable[[], int]]:
+    """A fresh audit trail: the object the ledger gets (``write`` only), its lines, each write's time, and a
+    reader of the calling thread's write time since it last asked (the grader's; nothing on the object reaches
+    them)."""
+    lines: list[tuple[Any, Any, Any]] = []
+    took: list[int] = []
+    local = threading.local()
+    clock, sleep = _CLOCK, _SLEEP
+
+    class AuditTrail:
+        __slots__ = ()
+
+        def write(self, customer_id: int, points: int, balance: int) -> None:
+            """Write one line: the customer, the points added, the balance after them (an emulated remote write)."""
+            t0 = clock()
+            sleep(hold_s)
+            lines.append((customer_id, points, balance))
+            ns = clock() - t0
+            took.append(ns)
+            local.ns = getattr(local, "ns", 0) + ns
+
+        def __repr__(self) -> str:
+            return f"AuditTrail(write(customer_id, points, balance): {hold_s * 1e3:g} ms a line, emulated)"
+
+    def taken() -> int:
+        ns = getattr(local, "ns", 0)
+        local.ns = 0
+        return ns
+
+    return AuditTrail(), lines, took, taken
+
+
+@dataclass(frozen=True)
+class Stress:
+    """One many-thread run of a ledger: its answer, its audit lines, and what each add cost its caller."""
+
+    answer: Any
+    lines: tuple[tuple[Any, Any, Any], ...]
+    latency_ns: np.ndarray  #: each add's time, as its caller saw it
+    wait_ns: np.ndarray     #: each add's time minus its own audit write (both timed by the grader)
+    write_ns: float         #: the median audit write of the run (timed by the trail, in whichever thread), ns
+    threads: int
+    error: str | None = None
+
+    def p(self, q: float) -> float:
+        """The ``q``-th percentile of an add's latency (ns)."""
+        return float(_PERCENTILE(self.latency_ns, q)) if self.latency_ns.size else 0.0
+
+
+def _describe(e: BaseException) -> str:
+    try:
+        msg = str(e)[:160]
+    except Exception:  # an exception that cannot be printed is still a failure to report
+        msg = "<its message could not be printed>"
+    return f"{type(e).__name__}: {msg}"
+
+
+def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]]], *, hold_ms: float = HOLD_MS,
+           switch_s: float = SWITCH_S, timeout_s: float = 20.0) -> Stress:
+    """Run ``ledger(audit)`` under the grader's stress: one thread per share of ``load`` (a list of
+    ``(customer_id, points)`` per thread), released together, the switch interval at :data:`SWITCH_S`; then
+    ``balances()``. Never raises what the ledger raises: a failed run says why in ``error``."""
+    audit, lines, took, taken = _trail(hold_ms / 1e3)
+    clock = _CLOCK
+    lat: list[list[int]] = [[] for _ in load]
+    wait: list[list[int]] = [[] for _ in load]
+    errors: list[str] = []
+    go = threading.Event()
+    empty = np.zeros(0, dtype=np.int64)
+
+    def drive(i: int, obj: Any) -> None:
+        mine, waited = lat[i], wait[i]
+        try:
+            add = obj.add
+            go.wait()
+            for customer, points in load[i]:
+                t0 = clock()
+                add(customer, points)
+                t1 = clock()
+                mine.append(t1 - t0)
+                waited.append(t1 - t0 - taken())
+        except BaseException as e:  # the learner's code: reported, never raised in the grader's thread
+            errors.append(f"add raised {_describe(e)}")
+
+    old = sys.getswitchinterval()
+    try:
+        obj = ledger(audit)
+    except BaseException as e:  # the learner's constructor
+        return Stress(None, (), empty, empty, 0.0, len(load), f"MyLedger(audit) raised {_describe(e)}")
+    threads = [threading.Thread(target=drive, args=(i, obj), daemon=True, name=f"labkit-lab09-{i}")
+               for i in range(len(load))]
+    sys.setswitchinterval(switch_s)
+    try:
+        for t in threads:
+            t.start()
+        go.set()
+        deadline = time.monotonic() + timeout_s
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        sys.setswitchinterval(old)
+    alive = sum(t.is_alive() for t in threads)
+    if alive:
+        return Stress(None, (), empty, empty, 0.0, len(load), f"{alive} of {len(threads)} threads had not finished "
+                      f"their adds after {timeout_s:g} s — a deadlock? (a Lock taken twice by one thread, or two "
+                      "locks taken in opposite orders)")
+    if errors:
+        return Stress(None, (), empty, empty, 0.0, len(load), errors[0])
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(obj.balances())
+        except BaseException as e:  # the learner's balances()
+            errors.append(f"balances() raised {_describe(e)}")
+
+    reader = threading.Thread(target=read, daemon=True, name="labkit-lab09-read")
+    reader.start()
+    reader.join(timeout_s)
+    if reader.is_alive() or errors:
+        return Stress(None, (), empty, empty, 0.0, len(load), errors[0] if errors else
+                      f"balances() had not returned after {timeout_s:g} s — a deadlock?")
+    flat_lat = np.array([x for share in lat for x in share], dtype=np.int64)
+    flat_wait = np.array([x for share in wait for x in share], dtype=np.int64)
+    write_ns = float(np.median(took)) if took else 0.0
+    return Stress(got[0], tuple(lines), flat_lat, flat_wait, write_ns, len(load))
+
+
+def _problem(run: Stress, load: Sequence[Sequence[tuple[int, int]]]) -> str | None:
+    """What is wrong with a run's answer or audit trail (a sentence), or None: exact sums, every line once, and
+    a serial history of balances per customer."""
+    if run.error is not None:
+        return run.error
+    want: dict[int, int] = {}
+    sent: Counter[tuple[int, int]] = Counter()
+    for share in load:
+        for c, p in share:
+            want[c] = want.get(c, 0) + p
+            sent[(c, p)] += 1
+    if type(run.answer) is dict and all(type(k) is int and type(v) is int for k, v in run.answer.items()):
+        short = sum(want.values()) - sum(run.answer.values())
+        if short > 0 and set(run.answer) <= set(want):
+            lost = f"{short:,} points of {sum(want.values()):,} missing"
+            d = difference(want, run.answer, "balances()")
+            return f"lost updates: {lost} ({d}) — two adds read the same balance and both wrote theirs back"
+    try:
+        d = difference(want, run.answer, "balances()")
+    except Exception as e:  # an answer that breaks the comparison is a wrong answer
+        return f"balances() could not be compared ({_describe(e)}); return a plain dict of int"
+    if d is not None:
+        return d
+    for line in run.lines:
+        if type(line) is not tuple or len(line) != 3 or any(type(x) is not int for x in line):
+            return "the audit trail holds a line that is not (customer_id, points, balance) as plain ints"
+    got = Counter((c, p) for c, p, _ in run.lines)
+    if got != sent:
+        missing, extra = sum((sent - got).values()), sum((got - sent).values())
+        return (f"the audit trail does not hold every add's line once: {missing} missing, {extra} extra of "
+                f"{sum(sent.values())} — every add writes its own line, before balances() returns")
+    per: dict[int, list[tuple[int, int]]] = {}
+    for c, p, b in run.lines:
+        per.setdefault(c, []).append((b, p))
+    for c, entries in per.items():
+        before = 0
+        for b, p in sorted(entries):
+            if b != before + p:
+                return (f"customer {c}'s audit lines are no serial history: a line says balance {b:,} after "
+                        f"{p} points, but the line before it says {before:,} — two adds read the same balance")
+            before = b
+    return None
+
+
+def _load(rng: random.Random, threads: int, adds: int, hot: bool = True) -> list[list[tuple[int, int]]]:
+    """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get most of them
+    (as real ones do), the rest spread over many; ids never seen before this run."""
+    base = rng.randrange(10**5, 10**9)
+    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 5))]
+    cold = [base + 10**4 + rng.randrange(10**5) for _ in range(rng.randint(20, 60))]
+    out = []
+    for _ in range(threads):
+        n = band(rng, adds, 0.25)
+        out.append([(rng.choice(hot_ids) if hot and rng.random() < 0.6 else rng.choice(cold), rng.randint(1, 500))
+                    for _ in range(n)])
+    return out
+
+
+def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None, *, rounds: int = 6,
+          required_speedup: float = 2.0, wait_budget_x: float = WAIT_BUDGET_X, threads: int = 8, adds: int = 24,
+          hold_ms: float = HOLD_MS, save: bool = True, seed: int | None = None) -> CheckResult:
+    """Grade a points ledger: exact under the stress in every run, then the wait budget, then P99 end to end.
+
+    Args:
+        my_ledger: your class (or any callable) — ``my_ledger(audit)`` returns an object with
+            ``add(customer_id, points)`` and ``balances() -> dict[int, int]``.
+        experiment: your :class:`labkit.record.Experiment` (planned before the check with a predicted P99 ratio,
+            yours / the baseline's: required), concluded with the measured one.
+        rounds: interleaved rounds of the P99 comparison (a few more drawn per grading).
+        required_speedup: how many times lower than the baseline's your P99 must be.
+        wait_budget_x: the most an add may wait at P90, in median audit writes.
+        threads, adds: about this many threads per run, and adds per thread (each drawn per run from a band).
+        hold_ms: the emulated audit write, per line.
+        save: save the concluded experiment record.
+        seed: reproduce a grading run (a new seed is drawn each time by default).
+    """
+    refused = not_callable(EXERCISE, my_ledger)
+    if refused is not None:
+        return refused
+    seed = fresh_seed() if seed is None else seed
+    rng = random.Random(seed)
+
+    def yours(load: list[list[tuple[int, int]]]) -> Stress:
+        return stress(my_ledger, load, hold_ms=hold_ms)
+
+    def base(load: list[list[tuple[int, int]]]) -> Stress:
+        return stress(baseline, load, hold_ms=hold_ms)
+
+    def sized() -> list[list[tuple[int, int]]]:
+        return _load(rng, band(rng, threads, 0.25), adds)
+
+    with Runner() as runner:
+        def run(fn: Callable[..., Stress], load: list[list[tuple[int, int]]]) -> Stress:
+            out = runner.call(fn, (load,))
+            if out.error is not None or type(out.value) is not Stress:
+                return Stress(None, (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, len(load),
+                              f"the run failed: {_describe(out.error) if out.error else kind(out.value)}")
+            return out.value
+
+        def exact() -> Item:
+            many, one = band(rng, threads, 0.25), rng.randrange(10**7, 10**8)
+            cases = [("no adds at all", [[] for _ in range(many)]),
+                     ("one add", [[(rng.randrange(10**6, 10**7), rng.randint(1, 500))]]),
+                     (f"one customer from {many} threads",
+                      [[(one, rng.randint(1, 500)) for _ in range(band(rng, adds, 0.25))] for _ in range(many)])]
+            cases += [(f"a run of the timed size ({i + 1})", sized()) for i in range(rng.randint(2, 3))]
+            rng.shuffle(cases)
+            for name, load in cases:
+                got = run(yours, load)
+                if (where := _problem(got, load)) is not None:
+                    n = sum(len(s) for s in load)
+                    return failed(f"on {name} ({len(load)} threads, {n} adds): {where}",
+                                  hint="every add must count exactly once, however many threads race",
+                                  criterion="correctness")
+            return passed(f"exact on all {len(cases)} stress runs (balances and audit trail, {SWITCH_S * 1e6:g} µs "
+                          "switch interval)", criterion="correctness")
+
+        def within_budget() -> Item:
+            load = sized()
+            got = run(yours, load)
+            if (where := _problem(got, load)) is not None:
+                return failed(f"wrong answer on the budget's load: {where}", criterion="budget")
+            p90, write = float(_PERCENTILE(got.wait_ns, 90)), max(got.write_ns, 1.0)
+            what = (f"an add's wait on a load never seen ({got.threads} threads, {got.latency_ns.size} adds): "
+                    f"P90 {p90 / 1e3:,.0f} µs = {p90 / write:.2f} × the median audit write ({write / 1e3:,.0f} µs)")
+            if p90 > wait_budget_x * write:
+                return failed(what, f"over the budget of {wait_budget_x:g}×",
+                              "an add still waits for other adds' writes: what does the lock guard while it is held?",
+                              detail=got, criterion="budget")
+            return passed(f"{what}, within the budget of {wait_budget_x:g}×, the answer checked", detail=got,
+                          criterion="budget")
+
+        def faster() -> tuple[Item, ...]:
+            n = rounds + rng.randrange(0, max(2, rounds // 2 + 1))
+            p99: tuple[list[float], list[float]] = ([], [])
+            for r in range(n):
+                sub = rng.randrange(2**31)
+                sides = [(0, base), (1, yours)] if r % 2 == 0 else [(1, yours), (0, base)]
+                for i, fn in sides:
+                    load = _load(random.Random(sub), band(random.Random(sub), threads, 0.25), adds)
+                    got = run(fn, load)
+                    if (where := _problem(got, load)) is not None:
+                        who = "the baseline (a grader problem: report it)" if i == 0 else "yours"
+                        return (failed(f"round {r + 1}, {who}: {where}", hint="every answer counts, timed or not",
+                                       criterion="speed"),)
+                    p99[i].append(got.p(99))
+            try:
+                c = _compare(p99[0], p99[1], names=("baseline: P99 of an add", "yours: P99 of an add"))
+            except Exception as e:  # too few rounds to compare, say
+                return (failed(f"the P99 comparison failed: {_describe(e)}", criterion="speed"),)
+            what = f"P99 of an add over {n} interleaved rounds: {c.summary()}"
+            if c.verdict == "faster" and c.speedup >= required_speedup:
+                item = passed(f"{what}; every run's answer checked", detail=c, criterion="speed")
+            else:
+                item = failed(what, f"need 'faster' by at least {required_speedup:g}×",
+                              "the tail is the adds that queued longest for the lock: shorten what it guards",
+                              detail=c, criterion="speed")
+                return (item,)
+            return item, prediction(experiment, c, save=save)
+
+        result = EXERCISE.grade(exact, lambda: planned(experiment), within_budget, faster)
+    return CheckResult(f"{result.title} (seed {seed})", result.items)
+
+
+_SEALED = seal(globals())
