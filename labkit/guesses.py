@@ -13,6 +13,9 @@ This module makes that visible, the same way in every lab:
 
     guesses.summary()                # the lab's last cell: how many predictions were written, how many skipped
 
+    frame = guesses.against({"my_guess_ms": measured_ms}, units={"my_guess_ms": "ms"}, experiments=[my_exp])
+    charts.guesses_chart(frame)      # each guess (and plan) beside what was measured: rendering lives in charts
+
 How "run top to bottom" is told apart from "left empty on purpose": in a notebook, the time between the end
 of the previous cell and the start of the guess cell. Nobody reads a cell, types a number and presses
 Shift-Enter in under :data:`UNATTENDED_S`; Run All and papermill start the next cell within milliseconds. The
@@ -23,13 +26,13 @@ the count. Outside IPython (a script), every guess counts as attended: nothing i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from labkit.errors import BadInputError
 
-__all__ = ["UNATTENDED_S", "Guess", "Summary", "noted", "recorded", "beside", "summary", "forget"]
+__all__ = ["UNATTENDED_S", "Guess", "Summary", "noted", "recorded", "beside", "against", "summary", "forget"]
 
 #: a guess cell that starts less than this many seconds after the previous cell ended ran unattended
 UNATTENDED_S = 1.0
@@ -181,6 +184,57 @@ def beside(guess: float | None, measured: float, unit: str = "") -> str:
     if guess == 0:
         return f"your guess 0 · measured {_fmt(measured, unit)}"
     return f"your guess {_fmt(guess, unit)} · measured {_fmt(measured, unit)} ({measured / guess:.2g}× your guess)"
+
+
+def against(measured: Mapping[str, float], *, units: Mapping[str, str] | None = None,
+            experiments: Sequence[Any] = ()) -> Any:
+    """The noted guesses named in ``measured`` beside their measurements, and each experiment's predicted ratio
+    beside its measured one — a DataFrame for :func:`labkit.charts.guesses_chart` (or to read as a table).
+
+    Args:
+        measured: guess name (as given to :func:`noted`) → the value measured for it, in the guess's unit.
+        units: guess name → its unit, for the labels ("ms", "×"); ratios of experiments need none.
+        experiments: concluded :class:`labkit.record.Experiment` records (``predicted_ratio`` beside
+            ``measured_ratio``); one not measured yet is left out.
+
+    Returns:
+        One row per guess, then per experiment: ``name``, ``kind`` ("guess" or "plan"), ``predicted`` (NaN when
+        skipped), ``measured``, ``unit``, ``skipped``, ``factor`` (measured ÷ predicted; NaN when skipped).
+
+    Raises:
+        BadInputError: a name that was never noted, or a measurement that is not a finite number.
+    """
+    import math
+
+    import pandas as pd
+
+    units = dict(units or {})
+    rows = []
+    for name, value in measured.items():
+        guess = _BOOK.guesses.get(name)
+        if guess is None:
+            noted_names = ", ".join(_BOOK.guesses) or "none yet"
+            raise BadInputError(f"no guess named {name!r} was noted in this kernel (noted: {noted_names}): run its "
+                                f"cell, which calls guesses.noted({name}=...), before this one")
+        rows.append(_row(name, "guess", guess.value, value, units.get(name, "")))
+    for exp in experiments:
+        if getattr(exp, "measured_ratio", None) is None:
+            continue
+        rows.append(_row(exp.title, "plan", exp.predicted_ratio, exp.measured_ratio, "ratio"))
+    frame = pd.DataFrame(rows, columns=["name", "kind", "predicted", "measured", "unit", "skipped", "factor"])
+    bad = [r["name"] for r in rows if not math.isfinite(r["measured"])]
+    if bad:
+        raise BadInputError(f"the measurement for {', '.join(bad)} is not a finite number: pass what was measured")
+    return frame
+
+
+def _row(name: str, kind: str, predicted: Any, measured: Any, unit: str) -> dict[str, Any]:
+    if isinstance(measured, bool) or not isinstance(measured, int | float):
+        raise BadInputError(f"the measurement for {name!r} must be a number, got {type(measured).__name__}")
+    usable = isinstance(predicted, int | float) and not isinstance(predicted, bool) and predicted != 0
+    return {"name": name, "kind": kind, "predicted": float(predicted) if usable else None,
+            "measured": float(measured), "unit": unit, "skipped": not usable,
+            "factor": float(measured) / float(predicted) if usable else None}
 
 
 def summary() -> Summary:

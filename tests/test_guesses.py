@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
 from labkit import guesses
@@ -146,3 +149,44 @@ def test_in_a_real_kernel_run_all_shows_the_banner_and_the_count():
     assert "PREDICTIONS SKIPPED" in text(nb.cells[1])
     assert any("text/html" in o.get("data", {}) for o in nb.cells[1].outputs)
     assert "0 of 1 written; 1 skipped (my_guess_ms)" in text(nb.cells[2])
+
+
+def test_against_puts_each_noted_guess_beside_its_measurement_and_plans_beside_theirs(book):
+    from labkit import charts
+    from labkit.record import Experiment
+
+    b, clock = book
+    run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_ms=4.0, my_guess_x=None))
+    plan = Experiment.plan("a plan", "one pass instead of two halves the time", predicted_ratio=0.5)
+    concluded = dataclasses.replace(plan, measured_ratio=0.25)
+    frame = guesses.against({"my_guess_ms": 12.0, "my_guess_x": 3.0}, units={"my_guess_ms": "ms"},
+                            experiments=[plan, concluded])
+    assert frame.to_dict("records")[0] == {"name": "my_guess_ms", "kind": "guess", "predicted": 4.0, "measured": 12.0,
+                                           "unit": "ms", "skipped": False, "factor": 3.0}
+    skipped = frame.iloc[1]
+    assert (skipped["name"], skipped["measured"], skipped["skipped"]) == ("my_guess_x", 3.0, True)
+    assert math.isnan(skipped["predicted"]) and math.isnan(skipped["factor"])
+    assert frame.to_dict("records")[2] == {"name": "a plan", "kind": "plan", "predicted": 0.5, "measured": 0.25,
+                                           "unit": "ratio", "skipped": False, "factor": 0.5}
+    assert len(frame) == 3  # the unmeasured plan is left out
+    chart = charts.guesses_chart(frame)
+    svg = charts.to_svg(chart)
+    assert "my_guess_ms (ms)" in svg and "my_guess_x — skipped" in svg
+    dots = chart.layer[1].data
+    assert sorted(dots[dots["name"] == "my_guess_ms"]["value"]) == [4.0, 12.0]  # the guess and the measurement
+    assert list(dots[dots["name"] == "my_guess_x"]["what"]) == ["measured"]    # a skipped guess: measured alone
+
+
+def test_against_refuses_a_guess_never_noted_and_a_measurement_that_is_not_a_number(book):
+    from labkit import charts
+
+    b, clock = book
+    run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_ms=4.0))
+    with pytest.raises(BadInputError, match=r"no guess named 'my_guess_typo'.*noted: my_guess_ms"):
+        guesses.against({"my_guess_typo": 1.0})
+    with pytest.raises(BadInputError, match="must be a number"):
+        guesses.against({"my_guess_ms": "12 ms"})
+    with pytest.raises(BadInputError, match="not a finite number"):
+        guesses.against({"my_guess_ms": float("nan")})
+    with pytest.raises(BadInputError, match="lacks"):
+        charts.guesses_chart(guesses.against({"my_guess_ms": 1.0}).drop(columns=["unit"]))

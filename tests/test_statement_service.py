@@ -3,7 +3,9 @@ and the service's default path sharing no mutable state between requests (answer
 
 from __future__ import annotations
 
+import mmap
 import random
+import threading
 import warnings
 
 import pytest
@@ -13,11 +15,12 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from labkit.errors import BadInputError
+from labkit.toyshop import faults
 from labkit.toyshop.app import create_app
 from labkit.toyshop.catalog import FakeCatalog
 from labkit.toyshop.core import SENTINEL
 from labkit.toyshop.dataset import LADDER, ensure
-from labkit.trace import parse_server_timing
+from labkit.trace import collect, parse_server_timing
 
 BIG, SMALL, EMPTY = 8, 2, 9  # ladder customers: 200 orders, 1 order, none (4 lines per order)
 
@@ -125,6 +128,40 @@ def test_alloc_census_switch_counts_allocator_calls_per_request(db, catalog):
         assert miss.status_code == 404 and _timing(miss)["alloc"].count > 0
     with _client(db, catalog) as plain:
         assert "alloc" not in _timing(plain.get(f"/statement?customer_id={SMALL}"))
+
+
+def _touch_pages(pages: int) -> None:
+    # private anonymous memory (what malloc'd memory is), each page written once: one minor fault per page
+    mem = mmap.mmap(-1, pages * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)
+    for i in range(0, pages * mmap.PAGESIZE, mmap.PAGESIZE):
+        mem[i] = 1
+    mem.close()
+
+
+@pytest.mark.skipif(not faults.available(), reason="RUSAGE_THREAD is Linux's")
+def test_faults_counts_this_threads_minor_faults_only():
+    # GIVEN 1,024 fresh pages touched inside the block, WHEN counted, THEN at least that many faults
+    with collect() as mine, faults.counted():
+        _touch_pages(1024)
+    assert mine.metrics()[0].name == "faults" and mine.metrics()[0].count >= 1024
+    # the same pages touched by another thread are that thread's faults, not this one's
+    with collect() as other, faults.counted():
+        worker = threading.Thread(target=_touch_pages, args=(1024,))
+        worker.start()
+        worker.join()
+    assert other.metrics()[0].count < 1024
+    with faults.counted():  # no request collecting: nothing added, nothing raised
+        pass
+
+
+@pytest.mark.skipif(not faults.available(), reason="RUSAGE_THREAD is Linux's")
+def test_every_answer_reports_its_faults_and_none_where_they_cannot_be_counted(client, monkeypatch):
+    for url in ("/statement?lines=3000&buffers=grow", f"/customers/{BIG}/export", "/orders/1", "/health",
+                "/statement?customer_id=99999"):
+        metric = _timing(client.get(url))["faults"]
+        assert isinstance(metric.count, int) and metric.count >= 0 and "page faults" in metric.desc
+    monkeypatch.setattr(faults, "RUSAGE_THREAD", None)  # a platform without per-thread counts
+    assert "faults" not in _timing(client.get(f"/statement?customer_id={SMALL}"))
 
 
 # ------------------------------------------------------------------------------ no state shared between requests

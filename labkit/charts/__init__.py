@@ -9,7 +9,8 @@ Every builder takes a result (or its ``to_frame()``) and returns an ``alt.Chart`
 builder's name ends in ``_chart``.
 
 Only what several domains draw lives here, by topic: :mod:`.offline` (rendering), :mod:`.samples` (measured
-samples and comparisons, whatever measured them) and :mod:`.growth` (how a cost grows). A domain's own values
+samples and comparisons, whatever measured them), :mod:`.growth` (how a cost grows) and :mod:`.guesses` (every
+lab's guesses beside its measurements). A domain's own values
 are drawn by its package's ``render`` module: ``labkit.nplusone.calls_chart`` (a request's calls, lab 02),
 ``labkit.load.knee_chart``, ``labkit.latency.ladder_chart``,
 ``labkit.alloc.pauses_chart``, ``labkit.profile.icicle_chart``, ``labkit.queueing``, ``labkit.layout``,
@@ -27,6 +28,7 @@ from labkit.charts.growth import (
     size_steps_chart,
     stage_chart,
 )
+from labkit.charts.guesses import guesses_chart
 from labkit.charts.offline import _bundle_cache, enable_offline, to_svg  # noqa: F401 (_bundle_cache: tests)
 from labkit.charts.samples import (
     ab_chart,
@@ -41,4 +43,4 @@ from labkit.charts.samples import (
 
 __all__ = ["enable_offline", "to_svg", "as_frame", "in_unit", "distribution_chart", "cdf_chart", "percentile_chart",
            "ab_chart", "predicted_vs_measured_chart", "predicted_vs_measured", "loglog_chart", "scaling_chart",
-           "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart"]
+           "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart", "guesses_chart"]

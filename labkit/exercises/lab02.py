@@ -1,17 +1,22 @@
-"""Lab 02's exercise: write the batched export — the same answer as the N+1 baseline, a handful of queries, faster.
+"""Lab 02's exercise: a customer's order history without the N+1 hidden behind a function that is fine alone.
 
-The learner writes ``my_export(conn, catalog, customer_id) -> dict`` with the signature of
-:func:`labkit.toyshop.export.export_naive` (STYLE 15), plans an experiment predicting its gain, and passes
-both to :func:`check`, which grades, in order:
+The lab's walkthrough fixes the export's per-item loop. The exercise is another endpoint's defect: the order
+history, every order of a customer (newest first) exactly as ``GET /orders/{id}`` shows it. Its baseline
+(:func:`baseline`) calls :func:`labkit.toyshop.export.order_detail` — itself one JOIN and one catalog batch —
+once per order, so the history makes two queries and a catalog call *per order*: an N+1 of batches, the shape an
+ORM's lazy relationship takes in a loop. The learner writes ``my_history(conn, catalog, customer_id) -> list``
+with the same signature (STYLE 15), plans an experiment predicting its gain, and passes both to :func:`check`,
+which grades, in order:
 
-1. **correctness** — exactly the baseline's dict (:func:`labkit.check.difference`) for a range of customers
+1. **correctness** — exactly the baseline's list (:func:`labkit.check.difference`) for a range of customers
    (no orders, one order, many; the dataset's and customers created for this grading, of the timed size too),
    and the same ``NotFoundError`` for an unknown customer; a wrong answer stops the grading there;
 2. **the prediction planned** — an :class:`~labkit.record.Experiment` with a predicted ratio is required;
 3. **query budget** — on a customer created for this grading (40 items or more: it exists nowhere before the
-   call), the answer checked, at most ``max_queries`` queries and catalog calls in total, no shape repeated
-   more than ``threshold`` times, and at least :data:`MIN_FRACTION` of the baseline's: an export that makes
-   (almost) no query for a customer nobody has seen is answering from a precomputed table;
+   call), the answer checked, at most ``max_queries`` queries and catalog calls in total, no SQL shape repeated
+   more than ``threshold`` times (the detector's default, 1), and at least :data:`MIN_FRACTION` of the
+   baseline's: a history that makes (almost) no query for a customer nobody has seen is answering from a
+   precomputed table;
 4. **speed** — ``labkit.compare`` interleaving baseline and solution on customers created for each timed
    call, every answer checked: verdict ``faster`` by at least ``required_speedup``;
 5. **the prediction concluded** with the measured comparison and saved.
@@ -54,7 +59,8 @@ from labkit.check import (
     timed,
 )
 from labkit.record import Experiment
-from labkit.toyshop.export import export_naive as _export_naive  # bound at import: see labkit.check
+from labkit.toyshop.db import NotFoundError as _NotFound
+from labkit.toyshop.export import order_detail as _order_detail  # bound at import: see labkit.check
 
 __all__ = ["baseline", "check", "hint", "solution", "CUSTOMERS", "MIN_FRACTION"]
 
@@ -66,9 +72,17 @@ _UNKNOWN = 10**9
 MIN_FRACTION = 0.01
 
 
-def baseline(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
-    """The N+1 export the learner improves on (:func:`labkit.toyshop.export.export_naive`)."""
-    return _export_naive(conn, catalog, customer_id)
+_HISTORY = "SELECT id FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC"
+
+
+def baseline(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[dict[str, Any]]:
+    """The order history the learner improves on: every order of the customer, newest first, each exactly as
+    ``GET /orders/{id}`` answers it (:func:`labkit.toyshop.export.order_detail`, called once per order).
+
+    Raises :class:`labkit.toyshop.db.NotFoundError` for an unknown customer."""
+    if conn.execute("SELECT 1 FROM customers WHERE id = ?", (customer_id,)).fetchone() is None:
+        raise _NotFound(f"no customer with id {customer_id}")
+    return [_order_detail(conn, catalog, oid) for (oid,) in conn.execute(_HISTORY, (customer_id,)).fetchall()]
 
 
 def _copy_of(path: Any) -> sqlite3.Connection:
@@ -200,21 +214,44 @@ def _diff(want: Any, got: Any) -> str | None:
     return difference(want, got)
 
 
-def _reference(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> dict[str, Any]:
-    """The reference: labkit.toyshop.export.export_batched (IN-list batches, bounded catalog batches)."""
-    from labkit.toyshop.export import export_batched
-
-    return export_batched(conn, catalog, customer_id)
+def _reference(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[dict[str, Any]]:
+    """The reference: the orders' heads in one query, all their items (with the products' names) in one
+    ``IN (…)`` over the order ids, the catalog once for every distinct product (its bounded batches), then the
+    same answer assembled in one pass."""
+    if conn.execute("SELECT 1 FROM customers WHERE id = ?", (customer_id,)).fetchone() is None:
+        raise _NotFound(f"no customer with id {customer_id}")
+    heads = conn.execute("SELECT id, created_at, status, currency, shipping_cents, total_cents, customer_id "
+                         "FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC",
+                         (customer_id,)).fetchall()
+    by_id: dict[int, list[tuple]] = {h[0]: [] for h in heads}
+    for i in range(0, len(heads), 500):  # well under SQLite's bound-variable limit
+        ids = [h[0] for h in heads[i:i + 500]]
+        for r in conn.execute("SELECT i.order_id, i.line_no, i.product_id, p.sku, p.name, i.quantity, "
+                              "i.unit_price_cents FROM order_items i JOIN products p ON p.id = i.product_id "
+                              f"WHERE i.order_id IN ({','.join('?' * len(ids))}) ORDER BY i.order_id, i.line_no",
+                              ids):
+            by_id[r[0]].append(r[1:])
+    pids = list(dict.fromkeys(r[1] for rows in by_id.values() for r in rows))
+    details = catalog.get_many(pids) if pids else {}
+    history = []
+    for oid, created, status, currency, shipping, total, cid in heads:
+        history.append({"id": oid, "created_at": created, "status": status, "currency": currency,
+                        "shipping_cents": shipping, "total_cents": total, "customer_id": cid,
+                        "items": [{"line_no": line_no, "product_id": pid, "sku": sku, "name": name,
+                                   "quantity": qty, "unit_price_cents": unit, "line_total_cents": qty * unit,
+                                   "product": details.get(pid)}
+                                  for line_no, pid, sku, name, qty, unit in by_id[oid]]})
+    return history
 
 
 EXERCISE = Exercise(
-    "Lab 02 — a batched export",
-    hints=("Count the queries per customer with labkit.nplusone.watch: which shapes repeat once per order, "
-           "once per item?",
-           "Fetch all the orders' items in one query with WHERE order_id IN (?, ?, …), and all product names in "
-           "another; ask the catalog for many products in one call (catalog.get_many).",
-           "Build dicts keyed by id from the batched rows, then assemble the same nested answer in one pass; "
-           "keep the ORDER BY of the baseline so the items come out in the same order."),
+    "Lab 02 — the order history without its N+1",
+    hints=("Count the queries for one customer with labkit.nplusone.watch: which shapes repeat, and once per "
+           "what? A function that is fine for one order can still be the body of the loop.",
+           "Read order_detail: what does it ask the database and the catalog for one order? Ask each of those "
+           "questions once for all the customer's orders instead of once per order.",
+           "Compare your answer with the baseline's for a customer with a few orders, key by key: the order of the "
+           "orders, of the items inside each, and every field of an order must be the same."),
     solution=_reference,
 )
 hint = EXERCISE.hint
@@ -232,19 +269,20 @@ def _suspects(statements: list[str], sites: list[str], threshold: int) -> list[t
     return sorted(((n, shape, site) for shape, (n, site) in shapes.items() if n > threshold), reverse=True)
 
 
-def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], experiment: Experiment | None = None,
-          *, size: str = "small", customers: tuple[int, ...] = CUSTOMERS, max_queries: int = 12, threshold: int = 5,
+def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]]],
+          experiment: Experiment | None = None, *, size: str = "small", customers: tuple[int, ...] = CUSTOMERS,
+          max_queries: int = 8, threshold: int = 1,
           rounds: int = 10, required_speedup: float = 1.5, catalog_delay_ms: float = 0.05, save: bool = True,
           seed: int | None = None, **ignored: Any) -> CheckResult:
-    """Grade a batched export against the N+1 baseline.
+    """Grade an order history against the per-order baseline.
 
     Args:
-        solution: ``solution(conn, catalog, customer_id) -> dict``, same signature and answer as the baseline.
+        solution: ``solution(conn, catalog, customer_id) -> list``, same signature and answer as the baseline.
         experiment: your ``Experiment.plan(...)`` with a predicted ratio: required (a prediction is part of
             passing); concluded with the measured comparison and saved.
         size: the dataset the grading's private copies are made from.
         customers: dataset customers whose answers must match the baseline's (more are created per grading).
-        max_queries: SQL queries + catalog calls allowed for one export of a customer with 40 items or more.
+        max_queries: SQL queries + catalog calls allowed for one history of a customer with 40 items or more.
         threshold: a shape repeated more than this is an N+1 suspect and fails the budget.
         rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         required_speedup: how many times faster than the baseline the solution must be.
@@ -297,14 +335,15 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], dict[str, Any]], ex
             item = metered(runner, yours, base, lambda: (unseen,), meter=lambda: next(sides),
                            unit="queries and catalog calls", what=f"customer {unseen} (created for this check)",
                            limit=max_queries, floor=MIN_FRACTION, differ=_diff,
-                           hint="batch the per-order and per-item lookups (labkit.nplusone.watch shows them)")
+                           hint="ask for every order's items and products at once, not once per order "
+                                "(labkit.nplusone.watch shows the repeated shapes)")
             suspects = _suspects(seen.get("statements", []), seen.get("sites", []), threshold)
             if suspects and (item.ok or "over the budget" in item.message):
                 n, shape, site = suspects[0]
                 return failed(f"customer {unseen}: {item.detail:,.0f} queries and catalog calls (budget "
                               f"{max_queries})", f"N+1 suspect: {n}× {shape!r} at {site}",
-                              "one query or call for all the items, not one per item", criterion="budget")
-            return item if not item.ok else passed(item.message + ", no shape repeated per item", item.detail,
+                              "one query or call for all the orders, not one per order", criterion="budget")
+            return item if not item.ok else passed(item.message + ", no shape repeated", item.detail,
                                                    criterion="budget")
 
         def fast() -> tuple[Item, ...]:

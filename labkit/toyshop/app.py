@@ -29,6 +29,8 @@ Every response carries ``Server-Timing: parse;dur=…, db;dur=…;count=<queries
 compute;dur=…, serialize;dur=…, wait;dur=…, total;dur=…`` (ms), then any other metric the request's code
 added with :func:`labkit.trace.add` (one call where the work happens adds a stage or a count). ``wait`` is the
 time a request queued for a thread of the pool that runs the blocking SQLite work (the pool-sizing lesson).
+``faults;count=<minor page faults>`` is what the request's work cost the kernel in fresh pages, counted per
+thread on the loop and on its pool thread (:mod:`labkit.toyshop.faults`: exact at concurrency 1; Linux only).
 Every request switch (``docs/switches.md``, from :data:`labkit.toyshop.switches.TABLE`) may ride as a query
 parameter; the ``X-Variant`` header echoes the switches a response was made with. Bad input → 400
 ``{"error": "bad_parameter", "parameter": …, "message": …}``; unknown id → 404; a catalog that does not answer → 502; with ``queue=N`` (not ``unbounded``), requests beyond
@@ -77,7 +79,7 @@ from labkit import trace as _trace
 from labkit.alloc.census import census_unavailable
 from labkit.errors import BadInputError
 from labkit.looplag import LagMonitor
-from labkit.toyshop import gclog
+from labkit.toyshop import faults, gclog
 from labkit.toyshop.catalog import Catalog, RemoteCatalog
 from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
 from labkit.toyshop.export import EXPORTS, order_detail
@@ -244,7 +246,8 @@ class _Service:
 
         def job() -> Any:
             _trace.add("wait", _clock() - t_call)
-            return tallied(fn(self.conn()))
+            with faults.counted():  # this pool thread's faults, for this request's work
+                return tallied(fn(self.conn()))
         self._in_flight += 1
         try:
             return await anyio.to_thread.run_sync(job, limiter=self._limiter)

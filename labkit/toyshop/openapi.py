@@ -17,8 +17,9 @@ _ERROR = {"type": "object", "required": ["error", "message"],
           "properties": {"error": {"type": "string"}, "message": {"type": "string"},
                          "parameter": {"type": "string"}}}
 _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog (count=calls), compute, "
-                                            "serialize, wait, total, then any metric the request added; "
-                                            "durations in ms",
+                                            "serialize, wait, total, then any metric the request added "
+                                            "(faults: count=minor page faults in the service's threads for "
+                                            "this request, Linux only; gc; size…); durations in ms",
                              "schema": {"type": "string"}},
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
 

@@ -30,7 +30,7 @@ from starlette.responses import Response
 
 from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
-from labkit.toyshop import gclog
+from labkit.toyshop import faults, gclog
 from labkit.toyshop.db import BUSY_TIMEOUT_S, NotFoundError, is_busy
 from labkit.toyshop.negotiate import choose_coding
 from labkit.toyshop.reqlog import RequestLog
@@ -184,7 +184,8 @@ class Pipeline:
                     coding = ctx["sw"]["compress"] = choose_coding(request.headers.get("accept-encoding"),
                                                                    ctx["sw"]["compress"])
                     return serialize(payload, codec, fmt, schema, coding, headers)
-                body, media = await (self._counted(run) if settings["alloc"] == "census" else run())
+                with faults.counted():  # the request's faults on the loop (its pool job counts its own)
+                    body, media = await (self._counted(run) if settings["alloc"] == "census" else run())
                 status = 200
             except NotAcceptable as exc:
                 status, media = 406, "application/json"

@@ -13,6 +13,9 @@ Run it alone (benchmarks never overlap):
 3. **bytes += vs a reused bytearray** (and a fresh bytearray, ``b"".join``) on an export-sized payload.
 4. **What counting costs**: a census of an empty block, and the wall time of ``labkit.alloc.count`` of a call
    against the bare call (the ratio).
+5. **What the ``faults`` metric costs a request**: the same requests interleaved (``labkit.compare``) against
+   the service as it is and a twin started with ``PERFLAB_FAULTS=off`` (no fault counting), with the faults the
+   counted one reports — the metric must not move the other labs' numbers.
 
 Every ratio is from one run, side by side; tracing is never timed as if it were the code.
 """
@@ -171,6 +174,46 @@ def counting_cost(quick: bool) -> None:
     print()
 
 
+def _uncounted_service():
+    os.environ["PERFLAB_FAULTS"] = "off"
+    try:
+        return start(size="small")
+    finally:
+        del os.environ["PERFLAB_FAULTS"]
+
+
+def faults_cost(rounds: int) -> None:
+    print("5. what the faults metric costs a request (ratio = counted / uncounted; 1 = nothing)")
+    from contextlib import nullcontext
+
+    from labkit.toyshop import faults
+    from labkit.trace import collect
+
+    def empty() -> None:  # a request's trace with an empty stretch …
+        with collect(), nullcontext():
+            pass
+
+    def counted() -> None:  # … and with a counted one (two getrusage calls and the add)
+        with collect(), faults.counted():
+            pass
+    c = labkit.compare(empty, counted, rounds=rounds, names=("empty", "counted"), progress=False)
+    per = float(np.median(c.candidate_ns)) - float(np.median(c.baseline_ns))
+    print(f"  one counted stretch in process: +{per / 1e3:.2f} µs ({c.verdict}); a pool request has two")
+    with _uncounted_service() as off_svc, _uncounted_service() as off2_svc, start(size="small") as on_svc:
+        off, off2, on = Endpoint(off_svc.url), Endpoint(off2_svc.url), Endpoint(on_svc.url)
+        for path in ("/health", "/orders/1", "/customers/8/export", "/statement?lines=3000&buffers=grow"):
+            assert off.get(path).count("faults") is None, "the twin counts faults: PERFLAB_FAULTS=off not seen"
+            faults_seen = [on.get(path).count("faults") for _ in range(5)]
+            for name, other in (("counted", on), ("A/A: uncounted", off2)):
+                c = labkit.compare(off.caller(path), other.caller(path), rounds=rounds, names=("uncounted", name),
+                                   progress=False)
+                print(f"  {path:<36} {name:<15} P50 {float(np.median(c.baseline_ns)) / 1e3:>9.1f} µs → "
+                      f"{float(np.median(c.candidate_ns)) / 1e3:>9.1f} µs, ratio {c.ratio:.3f} "
+                      f"({c.ci[0]:.3f}–{c.ci[1]:.3f}), {c.verdict}")
+            print(f"  {'':<36} faults per request (counted service): {statistics.median(faults_seen):,.0f}")
+    print("  (two processes differ by more than the metric: read a counted row against the A/A row below it)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--rounds", type=int, default=20, help="interleaved A/B rounds per comparison")
@@ -182,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     appends(a.quick, rounds)
     bytes_building(rounds)
     counting_cost(a.quick)
+    faults_cost(rounds)
     return 0
 
 
