@@ -17,7 +17,8 @@ _ERROR = {"type": "object", "required": ["error", "message"],
           "properties": {"error": {"type": "string"}, "message": {"type": "string"},
                          "parameter": {"type": "string"}}}
 _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog (count=calls), compute, "
-                                            "serialize, wait, total, then any metric the request added; "
+                                            "serialize, wait, total, then any metric the request added "
+                                            "(lock: count=acquisitions, with the stats switch on); "
                                             "durations in ms",
                              "schema": {"type": "string"}},
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
