@@ -125,6 +125,7 @@ def test_variants_mixed_in_one_process_add_up_and_reset_starts_again():
     assert first["histogram"]["counts"][0] == 2000  # 1 µs: the first bucket
     again = tally.snapshot()
     assert again["total"] == 0 and again["units"] == {} and again["lock"]["acquisitions"] <= 1
+    assert 0 < again["elapsed_s"] < first["elapsed_s"]  # the window started again at the reset
     tally.close()
     with pytest.raises(ValueError, match="stats mode must be one of off, locked"):
         tally.record("fast", "orders", None, 0)

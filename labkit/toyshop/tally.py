@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from bisect import bisect_left
 from typing import Any
 
@@ -134,6 +135,7 @@ class Tally:
         self._worker: threading.Thread | None = None
         self._stopping = threading.Event()
         self._setup = threading.Lock()  # guards the shard list and the worker's start (rare)
+        self._since = time.perf_counter()  # the window's start: made or last reset
 
     def record(self, mode: str, endpoint: str, result: Any, elapsed_ns: int) -> None:
         """Tally one request of ``endpoint`` whose SQLite work returned ``result`` after ``elapsed_ns``, the
@@ -190,7 +192,9 @@ class Tally:
 
     def snapshot(self, reset: bool = False) -> dict[str, Any]:
         """The exact totals so far (``queued``'s still queued updates merged first, the shards merged in), the
-        summary of the recent window, and the locks' stats; ``reset`` starts everything again from zero."""
+        summary of the recent window, the locks' stats and ``elapsed_s``, the seconds they cover (since the tally
+        was made or last reset: ``LockStats.utilisation(elapsed_s)``); ``reset`` starts everything again from
+        zero."""
         merged = _Totals()
         with self.lock:
             self._drain()
@@ -203,6 +207,8 @@ class Tally:
                     merged.add(shard.totals)
                     if reset:
                         shard.totals = _Totals()
+            now = time.perf_counter()
+            elapsed, self._since = now - self._since, (now if reset else self._since)
             if reset:
                 self._totals, self._running = _Totals(), None
         lock = self.lock.stats()
@@ -215,7 +221,8 @@ class Tally:
                 "variants": merged.variants,
                 "histogram": {"bounds_ms": list(BOUNDS_MS), "counts": merged.histogram},
                 "summary": _summary(merged.recent), "running_summary": running,
-                "lock": lock.to_dict(), "shard_locks": _summed(shard_stats).to_dict(), "shards": len(shards)}
+                "lock": lock.to_dict(), "shard_locks": _summed(shard_stats).to_dict(), "shards": len(shards),
+                "elapsed_s": elapsed}
 
     def close(self) -> None:
         """Stop ``queued``'s thread and merge what is still queued (idempotent)."""
