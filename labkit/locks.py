@@ -94,6 +94,8 @@ class MeteredLock:
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Take the lock (as :meth:`threading.Lock.acquire`); True if taken. A failed try counts nothing."""
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")  # threading.Lock's own rule
         if self._lock.acquire(False):
             wait, contended = 0, 0
         else:
@@ -113,6 +115,8 @@ class MeteredLock:
 
     def release(self) -> None:
         """Release the lock, add the hold to the totals, then the wait to the releasing context's trace."""
+        if not self._lock.locked():
+            raise RuntimeError(f"release of MeteredLock {self.name!r}, which is not held")
         end = self._clock()
         wait = self._last_wait
         self._hold_ns += end - self._since

@@ -19,7 +19,8 @@ asyncio"); it names the callback, at the cost of debug mode's overhead on every 
 
 The lag is timed with ``time.perf_counter``. A loop's timers have a resolution of their own: uvloop's (libuv's) are
 whole milliseconds, so there a sample below about 1 ms says nothing; asyncio's own loop is finer. A timer that
-fires early counts as 0. The last :data:`KEEP` samples are kept; :meth:`LagMonitor.report` is safe to call from any thread.
+fires early counts as 0. The last :data:`KEEP` samples are kept; :meth:`LagMonitor.report` is safe to call from
+any thread.
 """
 
 from __future__ import annotations

@@ -112,9 +112,9 @@ def test_hop_inline_runs_on_the_loop_while_the_cache_hits_and_retries_a_miss_on_
     on = []
     real_blocking = svc.blocking
 
-    async def spy(fn, inline=False):
+    async def spy(fn, inline=False, **tally):
         on.append("loop" if inline else "pool")
-        return await real_blocking(fn, inline)
+        return await real_blocking(fn, inline, **tally)
     svc.blocking = spy
     with TestClient(app) as c:
         slow = c.get("/customers/4/export?preset=baseline")

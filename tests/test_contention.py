@@ -125,9 +125,24 @@ def test_variants_mixed_in_one_process_add_up_and_reset_starts_again():
     assert first["histogram"]["counts"][0] == 2000  # 1 µs: the first bucket
     again = tally.snapshot()
     assert again["total"] == 0 and again["units"] == {} and again["lock"]["acquisitions"] <= 1
+    assert 0 < again["elapsed_s"] < first["elapsed_s"]  # the window started again at the reset
     tally.close()
     with pytest.raises(ValueError, match="stats mode must be one of off, locked"):
         tally.record("fast", "orders", None, 0)
+
+
+def test_the_shard_of_a_thread_that_ended_folds_into_the_totals():
+    tally = Tally()
+    for _ in range(3):  # three short-lived threads, each with its own shard
+        t = threading.Thread(target=lambda: [tally.record("sharded", "orders", _order(i), 1) for i in range(10)])
+        t.start()
+        t.join()
+    tally.record("sharded", "orders", _order(0), 1)  # this thread's, alive
+    snap = tally.snapshot()
+    # 31 updates, and the read's own acquisitions: 3 folds and 1 live shard read
+    assert snap["total"] == 31 and snap["shards"] == 1 and snap["shard_locks"]["acquisitions"] == 31 + 4
+    assert tally.snapshot(reset=True)["total"] == 31  # the retired shards' lock stats are kept until a reset
+    assert tally.snapshot()["shard_locks"]["acquisitions"] == 1 and tally.snapshot()["total"] == 0
 
 
 def test_queued_updates_are_never_lost_at_close_or_after():

@@ -70,6 +70,11 @@ def test_many_threads_keep_exact_counts_and_a_failed_try_counts_nothing():
     assert lock.stats().acquisitions == 16_001 and not lock.locked()
     lock.reset()
     assert lock.stats() == LockStats("lock", 0, 0, 0.0, 0.0)
+    with pytest.raises(RuntimeError, match="not held"):
+        lock.release()  # and the totals are untouched
+    with pytest.raises(ValueError, match="non-blocking"):
+        lock.acquire(blocking=False, timeout=1)
+    assert lock.stats() == LockStats("lock", 0, 0, 0.0, 0.0) and repr(lock).startswith("MeteredLock('lock': 0")
 
 
 def test_bad_names_and_elapsed_are_refused_with_what_to_do():

@@ -50,8 +50,9 @@ reports both.
 
 How each switch changes a request: ``cache=local`` answers product details from
 :class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
-:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`, ``stats`` is tallied in :meth:`_Service.blocking`'s job (adding
-``lock;dur=<wait ms>;count=<acquisitions>`` to Server-Timing); the rest pick a kernel of
+:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`, ``stats`` is tallied in
+:meth:`_Service.blocking`'s job by :mod:`labkit.toyshop.tally` (adding ``lock;dur=<wait ms>;count=<acquisitions>``
+to Server-Timing), ``loop`` is the ``/recommendations`` endpoint's; the rest pick a kernel of
 :mod:`labkit.toyshop.export` or :mod:`labkit.toyshop.core`.
 """
 

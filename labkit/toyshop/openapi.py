@@ -19,7 +19,8 @@ _ERROR = {"type": "object", "required": ["error", "message"],
 _TIMING = {"Server-Timing": {"description": "parse, db (count=queries), catalog (count=calls), compute, "
                                             "serialize, wait, total, then any metric the request added "
                                             "(faults: count=minor page faults in the service's threads for "
-                                            "this request, Linux only; gc; size…); durations in ms",
+                                            "this request, Linux only; lock: count=acquisitions, with the stats "
+                                            "switch on; gc; size…); durations in ms",
                              "schema": {"type": "string"}},
            "X-Variant": {"description": "the switches this response was made with", "schema": {"type": "string"}}}
 

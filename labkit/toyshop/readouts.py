@@ -4,7 +4,8 @@
 ``/tally`` answers :meth:`labkit.toyshop.tally.Tally.snapshot`: ``requests`` per endpoint, ``units`` (ordered
 quantity per product id), ``total``, ``variants`` (requests per ``stats`` variant), the latency ``histogram``
 and ``summary`` of the SQLite stage, and the locks' stats (``lock``: the process-wide one; ``shard_locks``:
-``sharded``'s, summed). ``?reset=1`` answers the totals so far and starts them again from zero.
+``sharded``'s, summed) with ``elapsed_s``, the seconds the totals cover (the lock's utilisation is
+``lock.hold_s / elapsed_s``). ``?reset=1`` answers the totals so far and starts them again from zero.
 
 ``/loop`` answers the service's :class:`labkit.looplag.LagMonitor` (started on the loop by the first ``/loop`` or
 ``/recommendations`` request, so no other lab's service runs it): ``samples``, ``worst_ms``, ``worst_at``

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from bisect import bisect_left
 from typing import Any
 
@@ -114,10 +115,10 @@ def _summary(recent: np.ndarray) -> dict[str, float | int]:
 
 
 class _Shard:
-    __slots__ = ("totals", "lock")
+    __slots__ = ("totals", "lock", "owner")
 
     def __init__(self) -> None:
-        self.totals, self.lock = _Totals(), MeteredLock(LOCK)
+        self.totals, self.lock, self.owner = _Totals(), MeteredLock(LOCK), threading.current_thread()
 
 
 class Tally:
@@ -134,6 +135,8 @@ class Tally:
         self._worker: threading.Thread | None = None
         self._stopping = threading.Event()
         self._setup = threading.Lock()  # guards the shard list and the worker's start (rare)
+        self._since = time.perf_counter()  # the window's start: made or last reset
+        self._retired = _summed([])  # the lock stats of shards whose thread has ended
 
     def record(self, mode: str, endpoint: str, result: Any, elapsed_ns: int) -> None:
         """Tally one request of ``endpoint`` whose SQLite work returned ``result`` after ``elapsed_ns``, the
@@ -190,32 +193,43 @@ class Tally:
 
     def snapshot(self, reset: bool = False) -> dict[str, Any]:
         """The exact totals so far (``queued``'s still queued updates merged first, the shards merged in), the
-        summary of the recent window, and the locks' stats; ``reset`` starts everything again from zero."""
+        summary of the recent window, the locks' stats and ``elapsed_s``, the seconds they cover (since the tally
+        was made or last reset: ``LockStats.utilisation(elapsed_s)``); ``reset`` starts everything again from
+        zero."""
         merged = _Totals()
         with self.lock:
             self._drain()
+            with self._setup:  # a pool thread that ended (anyio retires idle ones) never writes again:
+                shards = [s for s in self._shards if s.owner.is_alive()]  # its shard folds into the totals
+                ended, self._shards = [s for s in self._shards if not s.owner.is_alive()], shards
+            for shard in ended:
+                with shard.lock:
+                    self._totals.add(shard.totals)
+                self._retired = _summed([self._retired, shard.lock.stats()])
             merged.add(self._totals)
             running = self._running
-            with self._setup:
-                shards = list(self._shards)
             for shard in shards:
                 with shard.lock:
                     merged.add(shard.totals)
                     if reset:
                         shard.totals = _Totals()
+            now = time.perf_counter()
+            elapsed, self._since = now - self._since, (now if reset else self._since)
             if reset:
                 self._totals, self._running = _Totals(), None
         lock = self.lock.stats()
-        shard_stats = [s.lock.stats() for s in shards]
+        shard_stats = [self._retired, *(s.lock.stats() for s in shards)]
         if reset:
             self.lock.reset()
+            self._retired = _summed([])
             for s in shards:
                 s.lock.reset()
         return {"requests": merged.requests, "units": merged.units, "total": sum(merged.requests.values()),
                 "variants": merged.variants,
                 "histogram": {"bounds_ms": list(BOUNDS_MS), "counts": merged.histogram},
                 "summary": _summary(merged.recent), "running_summary": running,
-                "lock": lock.to_dict(), "shard_locks": _summed(shard_stats).to_dict(), "shards": len(shards)}
+                "lock": lock.to_dict(), "shard_locks": _summed(shard_stats).to_dict(), "shards": len(shards),
+                "elapsed_s": elapsed}
 
     def close(self) -> None:
         """Stop ``queued``'s thread and merge what is still queued (idempotent)."""

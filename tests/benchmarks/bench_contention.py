@@ -8,7 +8,7 @@ Run:  flock /tmp/perflab-heavy.lock .venv/bin/python tests/benchmarks/bench_cont
 2. toyshop (pool=40) loaded on ``GET /orders/{id}`` in a closed loop at each concurrency, every ``stats``
    variant in rotated rounds (one variant per run, the same warm process): per variant the lock wait per
    tallied request (``/tally``'s ``lock``, or ``shard_locks`` for sharded), the mean hold, the share of
-   acquisitions that waited, the service's CPU (cores, from its process's CPU time), throughput and P99; then
+   acquisitions that waited, the share of the time the lock was held (its utilisation), the service's CPU (cores, from its process's CPU time), throughput and P99; then
    per concurrency the ratios P99 locked ÷ sharded (and ÷ short, ÷ queued) and lock wait locked ÷ sharded
    (medians over the rounds; the spread of the per-round ratio beside it). ``off`` is the no-statistics baseline.
    2b. The same variants in an open loop (Poisson arrivals) at 0.9 × locked's closed-loop throughput at the
@@ -98,6 +98,7 @@ def one_run(svc, proc: psutil.Process, mode: str, concurrency: int | None, run_s
     return {"p99_ms": r.percentiles((99,))[99] / 1e6, "rate": r.achieved_rate, "errors": r.error_count,
             "wait_us": lock["wait_s"] / n * 1e6, "hold_us": lock["hold_s"] / max(1, lock["acquisitions"]) * 1e6,
             "contended": lock["contended"] / max(1, lock["acquisitions"]), "cores": cores,
+            "rho": lock["hold_s"] / t["elapsed_s"],
             "exact": mode == "off" or t["total"] == r.ok}
 
 
@@ -123,7 +124,7 @@ def stats_variants(svc, concurrencies, rounds: int, run_s: float) -> float:
                 return statistics.median(r[key] for r in rs)
             exact = "exact" if all(r["exact"] for r in rs) else "COUNTS DIFFER"
             lock = "" if mode == "off" else (f"lock wait/request {med('wait_us'):9.1f} µs  hold {med('hold_us'):6.1f}"
-                                             f" µs  waited {med('contended'):4.0%}  {exact}")
+                                             f" µs  waited {med('contended'):4.0%}  held {med('rho'):4.0%} of the time  {exact}")
             print(f"    {mode:8} P99 {med('p99_ms'):7.2f} ms  {med('rate'):6,.0f} req/s  service CPU "
                   f"{med('cores'):.2f} cores  {lock}")
         for other in ("sharded", "short", "queued"):
