@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 #: run's outputs hold, which must all be painted). A new lab gets a row here (test_every_lab_is_opened…).
 CHARTS = {"00_method.ipynb": 3, "01_latency_numbers.ipynb": 3, "02_nplusone.ipynb": 3, "03_preallocation.ipynb": 3,
           "04_data_layout.ipynb": 6, "05_serialization.ipynb": 3, "06_gc_profiling.ipynb": 10,
-          "07_tail_latency.ipynb": 8, "08_capstone.ipynb": 8}
+          "07_tail_latency.ipynb": 8, "08_capstone.ipynb": 8, "09_contention.ipynb": 3}
 
 #: the live part of a lab with a panel: after its parameters cells (QUICK = True), the lab's own cells that build
 #: the panel — each named by a line only it contains — and, as plain code, stand-ins for what the sections before
