@@ -154,11 +154,7 @@ class LagMonitor:
                 raise BadInputError("LagMonitor.start() needs a loop: call it inside a running event loop (an "
                                     "async function, a notebook cell) or pass start(loop=...)") from None
         self._loop, self._running = loop, True
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
+        if _running_in(loop):
             self._schedule()
         else:
             loop.call_soon_threadsafe(self._schedule)
@@ -183,11 +179,7 @@ class LagMonitor:
         self._running = False
         handle, loop = self._handle, self._loop
         if handle is not None and loop is not None:
-            try:
-                on_loop = asyncio.get_running_loop() is loop
-            except RuntimeError:
-                on_loop = False
-            if on_loop:
+            if _running_in(loop):
                 handle.cancel()
             elif not loop.is_closed():
                 loop.call_soon_threadsafe(handle.cancel)
@@ -215,3 +207,11 @@ class LagMonitor:
 
     def __repr__(self) -> str:
         return f"LagMonitor(every {self.interval_s * 1e3:g} ms, {'running' if self._running else 'stopped'})"
+
+
+def _running_in(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this code runs on ``loop``'s thread, inside it (else the loop is reached thread-safely)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
