@@ -29,6 +29,7 @@ import sys
 import sysconfig
 from collections.abc import Callable
 from types import CodeType
+from typing import Any
 
 __all__ = ["Hint", "Site", "format_site", "is_loop_fetch", "library_prefixes", "site_of", "skip_cache"]
 
@@ -74,8 +75,6 @@ Known = Callable[[int], "bool | None"]
 Decide = Callable[[CodeType], bool]
 # A call site as recorded: (code, f_lasti) of the first frame not skipped, and (code, f_lasti) of its caller.
 Site = tuple["CodeType | None", int, "CodeType | None", int]
-# The call sites found last, newest first, as (depth, id(frame), code, f_lasti, site): see site_of.
-Hint = list
 HINTS = 8  # sites remembered per tap: the lines of a loop body (and its inner loops) that send queries
 
 # id(code) -> skipped? One cache per extra-skip tuple. Code objects seen are kept alive in _KEEP, so their ids
@@ -99,10 +98,43 @@ def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
     return cache.get, decide
 
 
+class Hint:
+    """The call sites one tap found last, to save walks (see :func:`site_of`).
+
+    ``entries``: up to ``HINTS`` lists ``[depth, code, f_lasti, caller code, caller f_lasti, site, next]``,
+    newest first; ``expect``: the entry that followed the last one found, last time (``next`` of the last one),
+    tried first — a loop body sends its queries from its lines in the same order on every pass.
+    """
+
+    __slots__ = ("entries", "last")
+
+    def __init__(self) -> None:
+        self.entries: list[list[Any]] = []
+        self.last: list[Any] | None = None
+
+    def clear(self) -> None:
+        """Forget every site (the tap's sinks, and so the skip rules, changed)."""
+        self.entries.clear()
+        self.last = None
+
+
 _getframe = sys._getframe
-
-
 _NOWHERE: Site = (None, 0, None, 0)
+
+
+def _holds(entry: list[Any]) -> bool:
+    """True when the frame at *entry*'s depth (counted from site_of's caller's caller) runs *entry*'s code at
+    its instruction, called from *entry*'s caller at its instruction."""
+    try:
+        frame = _getframe(entry[0])
+    except ValueError:
+        return False
+    if frame.f_code is not entry[1] or frame.f_lasti != entry[2]:
+        return False
+    back = frame.f_back
+    if back is None:
+        return entry[3] is None
+    return back.f_code is entry[3] and back.f_lasti == entry[4]
 
 
 def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
@@ -110,27 +142,29 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
     that is not skipped, and of the frame that called it (``None, 0`` at the top of a thread).
 
     The one call-site walk of the detector. With a *hint* (one per tap: the last ``HINTS`` sites found, each
-    with the depth it was found at), a walk is saved when the frame at one of those depths is the same
-    activation (same frame id and code) at the same instruction: the query comes from the same call
-    expression as then, so its site is that line, found without walking (and materialising) the library's
-    frames in between. Several are kept because a loop body often alternates between lines (``post.author``,
-    then ``post.author.posts``), each reached through the library at its own depth. A frame's id can be
-    reused by a later activation of the same function, so the caller's code and instruction are compared too.
-    Only the frame's id is kept, never the frame: holding it would keep its locals alive after it returns.
-    Returns ``(None, 0, None, 0)`` when every frame is skipped.
+    with the depth it was found at), a walk is saved when the frame at one of those depths runs the same code
+    at the same instruction, called from the same line as then: the query comes from the same call expression,
+    so its site is that line, found without walking (and materialising) the library's frames in between.
+    Several are kept because a loop body often alternates between lines (``post.author``, then
+    ``post.author.posts``), each reached through the library at its own depth, and the one that came after
+    the last site found is tried first, since a loop's body sends from its lines in the same order each pass:
+    in the usual loop one frame is looked at, not a walk's dozen. (Comparing the frames' own identity would
+    add nothing: a new activation of the same function at the same instruction, called from the same
+    instruction of the same function, gives the same site. No frame is kept, which would keep its locals
+    alive after it returns.) Returns ``(None, 0, None, 0)`` when every frame is skipped.
     """
-    if hint:
-        for depth, frame_id, code, lasti, found in hint:
-            try:
-                frame = _getframe(depth)
-            except ValueError:
-                continue
-            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
-                # a new activation can reuse a freed frame's id: the caller is checked, not assumed
-                back, pcode = frame.f_back, found[2]
-                if (back is None and pcode is None) or (
-                        back is not None and back.f_code is pcode and back.f_lasti == found[3]):
-                    return found  # type: ignore[no-any-return]
+    last = None
+    if hint is not None:
+        last = hint.last
+        if last is not None:
+            expect = last[6]
+            if expect is not None and _holds(expect):
+                hint.last = expect
+                return expect[5]  # type: ignore[no-any-return]
+            for entry in hint.entries:
+                if entry is not expect and _holds(entry):
+                    last[6] = hint.last = entry
+                    return entry[5]  # type: ignore[no-any-return]
     depth = 2  # site_of <- its caller <- where the walk starts
     frame = _getframe(depth)
     while frame is not None:
@@ -143,8 +177,14 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
             back = frame.f_back
             found = (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
             if hint is not None:
-                hint.insert(0, (depth, id(frame), code, lasti, found))
-                del hint[HINTS:]
+                # _holds looks one frame deeper than site_of's caller: the depth it is given counts itself
+                entry = [depth + 1, code, lasti, found[2], found[3], found, None]
+                if last is not None:
+                    last[6] = entry
+                hint.last = entry
+                entries = hint.entries
+                entries.insert(0, entry)
+                del entries[HINTS:]
             return found
         frame = frame.f_back
         depth += 1

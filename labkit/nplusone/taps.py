@@ -102,7 +102,7 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
-        self.hint: Hint = []  # the call sites found last (see sites.site_of); cleared when the sinks change
+        self.hint = Hint()  # the call sites found last (see sites.site_of); cleared when the sinks change
 
     @property
     def clock(self) -> Clock:
