@@ -564,11 +564,11 @@ def test_duration_slot_found_when_another_thread_appended_in_between() -> None:
 
     mine, other = "SELECT 1", "SELECT 2"
     buf: list = []
-    tail = (None, 0, None, 0)  # site and caller
-    buf += ("m", mine, None, 100, 5, *tail)
+    site = (None, 0, None, 0)  # site and caller
+    buf += ("m", mine, None, 100, 5, site)
     assert _slot(buf, mine, 100) == DUR
-    buf += ("m", other, None, 100, 7, *tail)  # same start, another statement: not mistaken for mine
-    buf += ("m", other, None, 101, 9, *tail)
+    buf += ("m", other, None, 100, 7, site)  # same start, another statement: not mistaken for mine
+    buf += ("m", other, None, 101, 9, site)
     assert _slot(buf, mine, 100) == DUR
     assert _slot(buf, other, 101) == 2 * REC + DUR
     assert _slot(buf, "SELECT 3", 100) == -1

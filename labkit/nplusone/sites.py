@@ -31,7 +31,7 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
-__all__ = ["Hint", "Site", "format_site", "is_loop_fetch", "library_prefixes", "site_of", "skip_cache"]
+__all__ = ["Site", "format_site", "is_loop_fetch", "library_prefixes", "locator", "site_of", "skip_cache"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LABKIT = os.path.dirname(_HERE.rstrip(os.sep)) + os.sep
@@ -98,74 +98,24 @@ def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
     return cache.get, decide
 
 
-class Hint:
-    """The call sites one tap found last, to save walks (see :func:`site_of`).
-
-    ``entries``: up to ``HINTS`` lists ``[depth, code, f_lasti, caller code, caller f_lasti, site, next]``,
-    newest first; ``expect``: the entry that followed the last one found, last time (``next`` of the last one),
-    tried first — a loop body sends its queries from its lines in the same order on every pass.
-    """
-
-    __slots__ = ("entries", "last")
-
-    def __init__(self) -> None:
-        self.entries: list[list[Any]] = []
-        self.last: list[Any] | None = None
-
-    def clear(self) -> None:
-        """Forget every site (the tap's sinks, and so the skip rules, changed)."""
-        self.entries.clear()
-        self.last = None
-
-
 _getframe = sys._getframe
 _NOWHERE: Site = (None, 0, None, 0)
 
 
-def _holds(entry: list[Any]) -> bool:
-    """True when the frame at *entry*'s depth (counted from site_of's caller's caller) runs *entry*'s code at
-    its instruction, called from *entry*'s caller at its instruction."""
-    try:
-        frame = _getframe(entry[0])
-    except ValueError:
-        return False
-    if frame.f_code is not entry[1] or frame.f_lasti != entry[2]:
-        return False
-    back = frame.f_back
-    if back is None:
-        return entry[3] is None
-    return back.f_code is entry[3] and back.f_lasti == entry[4]
-
-
-def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
+def site_of(known: Known, decide: Decide) -> Site:
     """``(code, f_lasti, caller code, caller f_lasti)`` of the first frame, from the caller's caller outwards,
     that is not skipped, and of the frame that called it (``None, 0`` at the top of a thread).
 
-    The one call-site walk of the detector. With a *hint* (one per tap: the last ``HINTS`` sites found, each
-    with the depth it was found at), a walk is saved when the frame at one of those depths runs the same code
-    at the same instruction, called from the same line as then: the query comes from the same call expression,
-    so its site is that line, found without walking (and materialising) the library's frames in between.
-    Several are kept because a loop body often alternates between lines (``post.author``, then
-    ``post.author.posts``), each reached through the library at its own depth, and the one that came after
-    the last site found is tried first, since a loop's body sends from its lines in the same order each pass:
-    in the usual loop one frame is looked at, not a walk's dozen. (Comparing the frames' own identity would
-    add nothing: a new activation of the same function at the same instruction, called from the same
-    instruction of the same function, gives the same site. No frame is kept, which would keep its locals
-    alive after it returns.) Returns ``(None, 0, None, 0)`` when every frame is skipped.
+    The one call-site walk of the detector; :func:`locator` saves most walks. Returns ``(None, 0, None, 0)``
+    when every frame is skipped.
     """
-    last = None
-    if hint is not None:
-        last = hint.last
-        if last is not None:
-            expect = last[6]
-            if expect is not None and _holds(expect):
-                hint.last = expect
-                return expect[5]  # type: ignore[no-any-return]
-            for entry in hint.entries:
-                if entry is not expect and _holds(entry):
-                    last[6] = hint.last = entry
-                    return entry[5]  # type: ignore[no-any-return]
-    depth = 2  # site_of <- its caller <- where the walk starts
+    return _walk(known, decide)[1]
+
+
+def _walk(known: Known, decide: Decide) -> tuple[int, Site]:
+    """The walk of :func:`site_of`, from the frame 3 below this one (its caller's caller's caller): the site and
+    the depth of the frame found, counted from this one's caller (0 when none)."""
+    depth = 3
     frame = _getframe(depth)
     while frame is not None:
         code = frame.f_code
@@ -175,20 +125,75 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
         if not skip:
             lasti = frame.f_lasti
             back = frame.f_back
-            found = (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
-            if hint is not None:
-                # _holds looks one frame deeper than site_of's caller: the depth it is given counts itself
-                entry = [depth + 1, code, lasti, found[2], found[3], found, None]
-                if last is not None:
-                    last[6] = entry
-                hint.last = entry
-                entries = hint.entries
-                entries.insert(0, entry)
-                del entries[HINTS:]
-            return found
+            return depth - 1, (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
         frame = frame.f_back
         depth += 1
-    return _NOWHERE
+    return 0, _NOWHERE
+
+
+def _holds(entry: list[Any]) -> bool:
+    """True when the frame at *entry*'s depth (counted from its caller's caller, ``here()``'s caller) runs
+    *entry*'s code at its instruction, called from *entry*'s caller at its instruction."""
+    try:
+        frame = _getframe(entry[0] + 1)
+    except ValueError:
+        return False
+    if frame.f_code is not entry[1] or frame.f_lasti != entry[2]:
+        return False
+    back = frame.f_back
+    return (back.f_code is entry[3] and back.f_lasti == entry[4]) if back is not None else entry[3] is None
+
+
+def locator(known: Known, decide: Decide) -> Callable[[], Site]:
+    """A ``here()`` that returns :func:`site_of` from its caller's caller outwards, saving most walks.
+
+    One per tap and set of skip rules. ``here()`` remembers the last ``HINTS`` sites it found, each with the
+    depth it was found at; a walk is saved when the frame at one of those depths runs the same code at the same
+    instruction, called from the same instruction of the same code as then: the query comes from the same call
+    expression, so its site is that line, found without walking (and materialising) the library's frames in
+    between. Several are kept because a loop body often alternates between lines (``post.author``, then
+    ``post.author.posts``), each reached through the library at its own depth; the site that came after the
+    last one found, last time, is tried first, since a loop's body sends from its lines in the same order each
+    pass: in the usual loop, one frame and its caller are looked at instead of a walk's dozen. (Comparing the
+    frames' own identity would add nothing: a new activation of the same function at the same instruction,
+    called from the same instruction of the same function, gives the same site. No frame is kept, which would
+    keep its locals alive after it returns.)
+    """
+    # entries: [depth (from here()), code, f_lasti, caller code, caller f_lasti, site, the entry found next]
+    entries: list[list[Any]] = []
+    last: list[Any] | None = None
+
+    def here() -> Site:
+        nonlocal last
+        prev = last
+        if prev is not None:
+            entry = prev[6]
+            if entry is not None:  # the usual case, once per query: inline, no call
+                try:
+                    frame = _getframe(entry[0])
+                except ValueError:
+                    frame = None
+                if frame is not None and frame.f_code is entry[1] and frame.f_lasti == entry[2]:
+                    back = frame.f_back
+                    if ((back.f_code is entry[3] and back.f_lasti == entry[4]) if back is not None
+                            else entry[3] is None):
+                        last = entry
+                        return entry[5]  # type: ignore[no-any-return]
+            for other in entries:
+                if other is not entry and _holds(other):
+                    prev[6] = last = other
+                    return other[5]  # type: ignore[no-any-return]
+        depth, found = _walk(known, decide)
+        if depth:
+            entry = [depth, found[0], found[1], found[2], found[3], found, None]
+            if prev is not None:
+                prev[6] = entry
+            last = entry
+            entries.insert(0, entry)
+            del entries[HINTS:]
+        return found
+
+    return here
 
 
 _FOR_ITER = dis.opmap["FOR_ITER"]
