@@ -23,6 +23,7 @@ whether the site's instruction is a ``for`` loop fetching its next item (:func:`
 from __future__ import annotations
 
 import dis
+import inspect
 import os
 import site
 import sys
@@ -131,17 +132,23 @@ def _walk(known: Known, decide: Decide) -> tuple[int, Site]:
     return 0, _NOWHERE
 
 
-def _holds(entry: list[Any]) -> bool:
-    """True when the frame at *entry*'s depth (counted from its caller's caller, ``here()``'s caller) runs
-    *entry*'s code at its instruction, called from *entry*'s caller at its instruction."""
+def _holds(entry: list[Any]) -> Any:
+    """The frame at *entry*'s depth (counted from its caller's caller, ``here()``'s caller) when it runs
+    *entry*'s code at its instruction, called from *entry*'s caller at its instruction; else None."""
     try:
         frame = _getframe(entry[0] + 1)
     except ValueError:
-        return False
+        return None
     if frame.f_code is not entry[1] or frame.f_lasti != entry[2]:
-        return False
+        return None
     back = frame.f_back
-    return (back.f_code is entry[3] and back.f_lasti == entry[4]) if back is not None else entry[3] is None
+    if (back.f_code is entry[3] and back.f_lasti == entry[4]) if back is not None else entry[3] is None:
+        return frame
+    return None
+
+
+# a generator's or coroutine's frame can be resumed from another caller: it is never held (see locator)
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 def locator(known: Known, decide: Decide) -> Callable[[], Site]:
@@ -154,12 +161,15 @@ def locator(known: Known, decide: Decide) -> Callable[[], Site]:
     between. Several are kept because a loop body often alternates between lines (``post.author``, then
     ``post.author.posts``), each reached through the library at its own depth; the site that came after the
     last one found, last time, is tried first, since a loop's body sends from its lines in the same order each
-    pass: in the usual loop, one frame and its caller are looked at instead of a walk's dozen. (Comparing the
-    frames' own identity would add nothing: a new activation of the same function at the same instruction,
-    called from the same instruction of the same function, gives the same site. No frame is kept, which would
-    keep its locals alive after it returns.)
+    pass. Each remembered site's frame is held too (not only its depth): while that very frame (the same activation,
+    ``is``) stands at that depth, at the same instruction, its caller cannot have changed, so in the usual loop
+    one frame is looked at, not its caller nor a walk's dozen. (A generator's or a coroutine's frame can be
+    resumed from another caller: for those the caller is compared every time.) The cost: a function that
+    sent queries keeps its locals alive after it returns until ``HINTS`` newer sites push it out or the tap's
+    sinks change (every ``watch`` block's start and end), never beyond the block.
     """
-    # entries: [depth (from here()), code, f_lasti, caller code, caller f_lasti, site, the entry found next]
+    # entries: [depth (from here()), code, f_lasti, caller code, caller f_lasti, site, the entry found next,
+    #           its frame (None for a resumable one)]
     entries: list[list[Any]] = []
     last: list[Any] | None = None
 
@@ -173,19 +183,21 @@ def locator(known: Known, decide: Decide) -> Callable[[], Site]:
                     frame = _getframe(entry[0])
                 except ValueError:
                     frame = None
-                if frame is not None and frame.f_code is entry[1] and frame.f_lasti == entry[2]:
-                    back = frame.f_back
-                    if ((back.f_code is entry[3] and back.f_lasti == entry[4]) if back is not None
-                            else entry[3] is None):
-                        last = entry
-                        return entry[5]  # type: ignore[no-any-return]
+                if frame is not None and frame is entry[7] and frame.f_lasti == entry[2]:
+                    last = entry
+                    return entry[5]  # type: ignore[no-any-return]
             for other in entries:
-                if other is not entry and _holds(other):
+                frame = _holds(other)
+                if frame is not None:
+                    if not frame.f_code.co_flags & _RESUMABLE:
+                        other[7] = frame
                     prev[6] = last = other
                     return other[5]  # type: ignore[no-any-return]
         depth, found = _walk(known, decide)
         if depth:
-            entry = [depth, found[0], found[1], found[2], found[3], found, None]
+            frame = _getframe(depth)
+            entry = [depth, found[0], found[1], found[2], found[3], found, None,
+                     None if frame.f_code.co_flags & _RESUMABLE else frame]
             if prev is not None:
                 prev[6] = entry
             last = entry
