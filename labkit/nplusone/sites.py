@@ -17,7 +17,8 @@ own hash is recomputed from its contents on every lookup), so a frame costs an i
 While recording, a site is kept raw as ``(code object, f_lasti)``, with the same pair for the frame that called
 it (the *caller*: the report counts repeats per site and caller, see ``labkit.nplusone.report``); the line
 number is resolved only when a report is read, once per distinct site (:func:`format_site`), and so is
-whether the site's instruction is a ``for`` loop fetching its next item (:func:`is_loop_fetch`).
+whether the site's instruction is a ``for`` loop fetching its next item (:func:`is_loop_fetch`). Most queries
+are not walked for at all: a tap's :func:`locator` recognises the call expression it found last time.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ How each target is timed (the report's ``timing`` column says which applied):
   ``isinstance`` of ``sqlite3.Cursor``); everything else is delegated to the real cursor.
 
 Every tap records through ``Tap.record`` or ``Tap.note``, which find the call site with
-``labkit.nplusone.sites`` (a tap's ``here`` saves most walks while it has one sink).
+``labkit.nplusone.sites`` (while a tap has one sink, a ``sites.locator`` of its own saves most walks).
 - ``"vm"`` — a plain ``sqlite3.Connection`` (a C type: its methods cannot be wrapped). Statements come from
   ``set_trace_callback`` (SQLite calls it when a statement starts running, with parameters expanded), and the
   end comes from a progress handler ticking every ``PROGRESS_OPS`` virtual-machine instructions: duration =
