@@ -564,11 +564,11 @@ def test_duration_slot_found_when_another_thread_appended_in_between() -> None:
 
     mine, other = "SELECT 1", "SELECT 2"
     buf: list = []
-    tail = (None, 0, None, 0)  # site and caller
-    buf += ("m", mine, None, 100, 5, *tail)
+    site = (None, 0, None, 0)  # site and caller
+    buf += ("m", mine, None, 100, 5, site)
     assert _slot(buf, mine, 100) == DUR
-    buf += ("m", other, None, 100, 7, *tail)  # same start, another statement: not mistaken for mine
-    buf += ("m", other, None, 101, 9, *tail)
+    buf += ("m", other, None, 100, 7, site)  # same start, another statement: not mistaken for mine
+    buf += ("m", other, None, 101, 9, site)
     assert _slot(buf, mine, 100) == DUR
     assert _slot(buf, other, 101) == 2 * REC + DUR
     assert _slot(buf, "SELECT 3", 100) == -1
@@ -594,6 +594,40 @@ def test_call_sites_stay_right_when_calls_alternate_between_lines(factory: type)
     sites = [q.site for q in w.report.queries]
     expected = [line_of(m) for m in ("http-a", "sql-a", "http-helper", "sql-helper", "http-b")]
     assert sites == expected * 4
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Connection, SubConnection])
+def test_a_held_site_keeps_each_caller_apart(factory: type) -> None:
+    # GIVEN a helper called from two lines, and a generator resumed from two lines, each sending one query
+    # from the same line of its own (a new activation of the helper may reuse a freed frame's memory; the
+    # generator's one frame is resumed by two callers)
+    conn = make_db(factory)
+
+    def helper() -> None:
+        conn.execute("SELECT 1").fetchall()  # helper-query
+
+    def rows():  # type: ignore[no-untyped-def]
+        while True:
+            conn.execute("SELECT 2").fetchall()  # gen-query
+            yield
+
+    gen = rows()
+    # WHEN the calls alternate between the callers' lines, in an order that changes (so that the site expected
+    # next is sometimes the other caller's)
+    with watch(conn) as w:
+        for i in range(4):
+            helper()  # helper-from-a
+            helper()  # helper-from-b
+            if i % 2:
+                next(gen)  # gen-from-b
+            next(gen)  # gen-from-a
+            if not i % 2:
+                next(gen)  # gen-from-b-later
+    # THEN each query keeps its own caller, not the one its site was found with first
+    got = [(q.site, q.caller) for q in w.report.queries]
+    helpers = [(line_of("helper-query"), line_of("helper-from-a")), (line_of("helper-query"), line_of("helper-from-b"))]
+    gen_a, gen_b, gen_b_later = ((line_of("gen-query"), line_of(m)) for m in ("gen-from-a", "gen-from-b", "gen-from-b-later"))
+    assert got == [*helpers, gen_a, gen_b_later, *helpers, gen_b, gen_a] * 2
 
 
 # --- what counts as one loop (issue 27) ---------------------------------------------------------------------

@@ -58,29 +58,69 @@ class _EngineTap(Tap):
 
 
 class _DjangoTap(Tap):
-    """A Django ``BaseDatabaseWrapper``: an execute wrapper in its ``execute_wrappers`` list."""
+    """A Django ``BaseDatabaseWrapper``: an execute wrapper in its ``execute_wrappers`` list.
+
+    The wrapper is built for the tap's sinks of the moment (``resink`` swaps it): with one sink, the usual
+    case, it appends the query to that sink's buffer itself, holding the buffer and the call-site locator
+    (``labkit.nplusone.sites.locator``) as its own variables, so that a query costs one Python call besides
+    the locator's look at the frames; otherwise it goes through ``Tap.note``.
+    """
 
     timing = "hook"
+    _wrapper: Any = None
 
-    def install(self) -> None:
-        clock, note = self.clock, self.note
+    def _build(self) -> Any:
+        clock, one = self.clock, self.one
+        if one is None:
+            note = self.note
 
-        def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+                t0 = clock()
+                try:
+                    return execute(sql, params, many, context)
+                finally:
+                    note(sql, params, t0, clock() - t0)
+
+            return wrapper
+        extend, here = one[0].extend, one[1]
+        meta, meta1 = self.meta, self.meta1
+
+        def wrapper_one(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
             t0 = clock()
             try:
                 return execute(sql, params, many, context)
             finally:
-                note(sql, params, t0, clock() - t0)
+                t1 = clock()
+                if params.__class__ is tuple and len(params) == 1:
+                    extend((meta1, sql, params[0], t0, t1 - t0, here()))
+                else:
+                    extend((meta, sql, params, t0, t1 - t0, here()))
 
-        self._wrapper = wrapper
-        self.target.execute_wrappers.append(wrapper)
+        return wrapper_one
+
+    def install(self) -> None:
+        self._wrapper = self._build()
+        self.target.execute_wrappers.append(self._wrapper)
+
+    def resink(self) -> None:
+        super().resink()
+        old = self._wrapper
+        if old is None or not self.sinks:
+            return  # not installed yet, or about to be uninstalled
+        self._wrapper = self._build()
+        wrappers = self.target.execute_wrappers
+        for i in range(len(wrappers) - 1, -1, -1):  # by identity: another wrapper may compare equal
+            if wrappers[i] is old:
+                wrappers[i] = self._wrapper
+                break
 
     def uninstall(self) -> None:
         wrappers = self.target.execute_wrappers
-        for i in range(len(wrappers) - 1, -1, -1):  # by identity: another wrapper may compare equal
+        for i in range(len(wrappers) - 1, -1, -1):
             if wrappers[i] is self._wrapper:
                 del wrappers[i]
                 break
+        self._wrapper = None
 
 
 def hooked(target: Any) -> Any:

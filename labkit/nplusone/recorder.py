@@ -29,7 +29,7 @@ def _queries(buf: list[Any], durations: list[int], t0: int) -> tuple[Query, ...]
     """Turn a sink's flat buffer (``labkit.nplusone.taps.REC`` slots per query) into ``Query`` values."""
     out = []
     for i, dur in zip(range(0, REC * len(durations), REC), durations, strict=True):
-        (kind, target, timing, one), statement, params, start, _dur, code, lasti, pcode, plasti = buf[i:i + REC]
+        (kind, target, timing, one), statement, params, start, _dur, (code, lasti, pcode, plasti) = buf[i:i + REC]
         if one:
             params = (params,)
         elif kind == "http":

@@ -17,20 +17,23 @@ own hash is recomputed from its contents on every lookup), so a frame costs an i
 While recording, a site is kept raw as ``(code object, f_lasti)``, with the same pair for the frame that called
 it (the *caller*: the report counts repeats per site and caller, see ``labkit.nplusone.report``); the line
 number is resolved only when a report is read, once per distinct site (:func:`format_site`), and so is
-whether the site's instruction is a ``for`` loop fetching its next item (:func:`is_loop_fetch`).
+whether the site's instruction is a ``for`` loop fetching its next item (:func:`is_loop_fetch`). Most queries
+are not walked for at all: a tap's :func:`locator` recognises the call expression it found last time.
 """
 
 from __future__ import annotations
 
 import dis
+import inspect
 import os
 import site
 import sys
 import sysconfig
 from collections.abc import Callable
 from types import CodeType
+from typing import Any
 
-__all__ = ["Hint", "Site", "format_site", "is_loop_fetch", "library_prefixes", "site_of", "skip_cache"]
+__all__ = ["Site", "format_site", "is_loop_fetch", "library_prefixes", "locator", "site_of", "skip_cache"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LABKIT = os.path.dirname(_HERE.rstrip(os.sep)) + os.sep
@@ -74,8 +77,6 @@ Known = Callable[[int], "bool | None"]
 Decide = Callable[[CodeType], bool]
 # A call site as recorded: (code, f_lasti) of the first frame not skipped, and (code, f_lasti) of its caller.
 Site = tuple["CodeType | None", int, "CodeType | None", int]
-# The call sites found last, newest first, as (depth, id(frame), code, f_lasti, site): see site_of.
-Hint = list
 HINTS = 8  # sites remembered per tap: the lines of a loop body (and its inner loops) that send queries
 
 # id(code) -> skipped? One cache per extra-skip tuple. Code objects seen are kept alive in _KEEP, so their ids
@@ -100,38 +101,23 @@ def skip_cache(extra_skip: tuple[str, ...] = ()) -> tuple[Known, Decide]:
 
 
 _getframe = sys._getframe
-
-
 _NOWHERE: Site = (None, 0, None, 0)
 
 
-def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
+def site_of(known: Known, decide: Decide) -> Site:
     """``(code, f_lasti, caller code, caller f_lasti)`` of the first frame, from the caller's caller outwards,
     that is not skipped, and of the frame that called it (``None, 0`` at the top of a thread).
 
-    The one call-site walk of the detector. With a *hint* (one per tap: the last ``HINTS`` sites found, each
-    with the depth it was found at), a walk is saved when the frame at one of those depths is the same
-    activation (same frame id and code) at the same instruction: the query comes from the same call
-    expression as then, so its site is that line, found without walking (and materialising) the library's
-    frames in between. Several are kept because a loop body often alternates between lines (``post.author``,
-    then ``post.author.posts``), each reached through the library at its own depth. A frame's id can be
-    reused by a later activation of the same function, so the caller's code and instruction are compared too.
-    Only the frame's id is kept, never the frame: holding it would keep its locals alive after it returns.
-    Returns ``(None, 0, None, 0)`` when every frame is skipped.
+    The one call-site walk of the detector; :func:`locator` saves most walks. Returns ``(None, 0, None, 0)``
+    when every frame is skipped.
     """
-    if hint:
-        for depth, frame_id, code, lasti, found in hint:
-            try:
-                frame = _getframe(depth)
-            except ValueError:
-                continue
-            if id(frame) == frame_id and frame.f_code is code and frame.f_lasti == lasti:
-                # a new activation can reuse a freed frame's id: the caller is checked, not assumed
-                back, pcode = frame.f_back, found[2]
-                if (back is None and pcode is None) or (
-                        back is not None and back.f_code is pcode and back.f_lasti == found[3]):
-                    return found  # type: ignore[no-any-return]
-    depth = 2  # site_of <- its caller <- where the walk starts
+    return _walk(known, decide)[1]
+
+
+def _walk(known: Known, decide: Decide) -> tuple[int, Site]:
+    """The walk of :func:`site_of`, from the frame 3 below this one (its caller's caller's caller): the site and
+    the depth of the frame found, counted from this one's caller (0 when none)."""
+    depth = 3
     frame = _getframe(depth)
     while frame is not None:
         code = frame.f_code
@@ -141,14 +127,86 @@ def site_of(known: Known, decide: Decide, hint: Hint | None = None) -> Site:
         if not skip:
             lasti = frame.f_lasti
             back = frame.f_back
-            found = (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
-            if hint is not None:
-                hint.insert(0, (depth, id(frame), code, lasti, found))
-                del hint[HINTS:]
-            return found
+            return depth - 1, (code, lasti, None, 0) if back is None else (code, lasti, back.f_code, back.f_lasti)
         frame = frame.f_back
         depth += 1
-    return _NOWHERE
+    return 0, _NOWHERE
+
+
+def _holds(entry: list[Any]) -> Any:
+    """The frame at *entry*'s depth (counted from its caller's caller, ``here()``'s caller) when it runs
+    *entry*'s code at its instruction, called from *entry*'s caller at its instruction; else None."""
+    try:
+        frame = _getframe(entry[0] + 1)
+    except ValueError:
+        return None
+    if frame.f_code is not entry[1] or frame.f_lasti != entry[2]:
+        return None
+    back = frame.f_back
+    if (back.f_code is entry[3] and back.f_lasti == entry[4]) if back is not None else entry[3] is None:
+        return frame
+    return None
+
+
+# a generator's or coroutine's frame can be resumed from another caller: it is never held (see locator)
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def locator(known: Known, decide: Decide) -> Callable[[], Site]:
+    """A ``here()`` that returns :func:`site_of` from its caller's caller outwards, saving most walks.
+
+    One per tap and set of skip rules. ``here()`` remembers the last ``HINTS`` sites it found, each with the
+    depth it was found at; a walk is saved when the frame at one of those depths runs the same code at the same
+    instruction, called from the same instruction of the same code as then: the query comes from the same call
+    expression, so its site is that line, found without walking (and materialising) the library's frames in
+    between. Several are kept because a loop body often alternates between lines (``post.author``, then
+    ``post.author.posts``), each reached through the library at its own depth; the site that came after the
+    last one found, last time, is tried first, since a loop's body sends from its lines in the same order each
+    pass. Each remembered site's frame is held too (not only its depth): while that very frame (the same activation,
+    ``is``) stands at that depth, at the same instruction, its caller cannot have changed, so in the usual loop
+    one frame is looked at, not its caller nor a walk's dozen. (A generator's or a coroutine's frame can be
+    resumed from another caller: for those the caller is compared every time.) The cost: a function that
+    sent queries keeps its locals alive after it returns until ``HINTS`` newer sites push it out or the tap's
+    sinks change (every ``watch`` block's start and end), never beyond the block.
+    """
+    # entries: [depth (from here()), code, f_lasti, caller code, caller f_lasti, site, the entry found next,
+    #           its frame (None for a resumable one)]
+    entries: list[list[Any]] = []
+    last: list[Any] | None = None
+
+    def here() -> Site:
+        nonlocal last
+        prev = last
+        if prev is not None:
+            entry = prev[6]
+            if entry is not None:  # the usual case, once per query: inline, no call
+                try:
+                    frame = _getframe(entry[0])
+                except ValueError:
+                    frame = None
+                if frame is not None and frame is entry[7] and frame.f_lasti == entry[2]:
+                    last = entry
+                    return entry[5]  # type: ignore[no-any-return]
+            for other in entries:
+                frame = _holds(other)
+                if frame is not None:
+                    if not frame.f_code.co_flags & _RESUMABLE:
+                        other[7] = frame
+                    prev[6] = last = other
+                    return other[5]  # type: ignore[no-any-return]
+        depth, found = _walk(known, decide)
+        if depth:
+            frame = _getframe(depth)
+            entry = [depth, found[0], found[1], found[2], found[3], found, None,
+                     None if frame.f_code.co_flags & _RESUMABLE else frame]
+            if prev is not None:
+                prev[6] = entry
+            last = entry
+            entries.insert(0, entry)
+            del entries[HINTS:]
+        return found
+
+    return here
 
 
 _FOR_ITER = dis.opmap["FOR_ITER"]

@@ -12,8 +12,8 @@ How each target is timed (the report's ``timing`` column says which applied):
   ``fetch*``/iteration step of the cursor it returned. The cursor handed back is a thin proxy (it is not an
   ``isinstance`` of ``sqlite3.Cursor``); everything else is delegated to the real cursor.
 
-Every tap records through ``Tap.record``, which finds the call site with the one walk in
-``labkit.nplusone.sites.site_of``.
+Every tap records through ``Tap.record`` or ``Tap.note``, which find the call site with
+``labkit.nplusone.sites`` (while a tap has one sink, a ``sites.locator`` of its own saves most walks).
 - ``"vm"`` — a plain ``sqlite3.Connection`` (a C type: its methods cannot be wrapped). Statements come from
   ``set_trace_callback`` (SQLite calls it when a statement starts running, with parameters expanded), and the
   end comes from a progress handler ticking every ``PROGRESS_OPS`` virtual-machine instructions: duration =
@@ -38,7 +38,7 @@ from typing import Any
 
 from labkit.clock import Clock
 from labkit.errors import BadInputError
-from labkit.nplusone.sites import Decide, Hint, Known, site_of, skip_cache
+from labkit.nplusone.sites import Decide, Known, Site, locator, site_of, skip_cache
 
 __all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "tap_for", "release"]
 
@@ -46,15 +46,15 @@ PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connection
 
 # A sink is one watch block's buffer: a flat list, REC slots per recorded query (no per-query container, so
 # recording allocates nothing the garbage collector has to track, and the report is built only when read):
-#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site code, site f_lasti,
-#   caller code, caller f_lasti (see sites.site_of)
+#   meta (kind, target label, timing, one), statement, params, start_ns, duration_ns, site (the tuple
+#   ``(code, f_lasti, caller code, caller f_lasti)`` of sites.site_of, shared by the queries sent from there)
 # ``one``: params was a 1-tuple and the slot holds its only value (the usual ``(id,)``): a tuple kept alive
 # per query would count towards the garbage collector's gen-0 threshold, an int does not.
 # For ``"call"`` and ``"vm"`` timing the duration is completed in place later (a cursor's fetches, or for
 # "vm" the next statement): whoever recorded it keeps the slot's position (``_slot``). Nothing per query is
 # kept alive beyond the buffer's slots, so a watched block does not push the garbage collector into extra
 # collections. For ``"observer"`` the params slot holds the HTTP method and the statement slot the URL.
-REC = 9
+REC = 6
 DUR = 4  # index of the duration within a record
 Marks = list[tuple[list[Any], int]]  # (buffer, position of a duration slot), one per sink
 
@@ -102,7 +102,18 @@ class Tap:
         self.meta = (self.kind, label, self.timing, False)
         self.meta1 = (self.kind, label, self.timing, True)
         self.sinks: list[Sink] = []  # mutated in place: installed hooks hold this list
-        self.hint: Hint = []  # the call sites found last (see sites.site_of); cleared when the sinks change
+        # with exactly one sink (the usual case): its buffer and a call-site locator for its skip rules
+        # (sites.locator), so that a query is recorded without looking at the list of sinks; set by resink(),
+        # as one attribute so that a thread never sees one sink's buffer with another's locator
+        self.one: tuple[list[Any], Callable[[], Site]] | None = None
+
+    def resink(self) -> None:
+        """Called (under the taps' lock) whenever ``sinks`` changed: set the one-sink fast path, or clear it."""
+        if len(self.sinks) == 1:
+            sink = self.sinks[0]
+            self.one = (sink.buf, locator(sink.known, sink.decide))
+        else:
+            self.one = None
 
     @property
     def clock(self) -> Clock:
@@ -114,24 +125,22 @@ class Tap:
         meta = self.meta
         if params.__class__ is tuple and len(params) == 1:
             params, meta = params[0], self.meta1
-        sinks = self.sinks
-        if len(sinks) == 1:  # the usual case, once per query: kept short
-            sink = sinks[0]
-            code, lasti, pcode, plasti = site_of(sink.known, sink.decide, self.hint)
-            buf = sink.buf
-            buf += (meta, statement, params, start_ns, duration_ns, code, lasti, pcode, plasti)
+        one = self.one
+        if one is not None:  # one sink, the usual case: kept short
+            buf, here = one
+            buf += (meta, statement, params, start_ns, duration_ns, here())
             pos = len(buf) - REC + DUR
             if buf[pos - 1] != start_ns or buf[pos - 3] is not statement:  # another thread appended meanwhile
                 pos = _slot(buf, statement, start_ns)
             return [(buf, pos)] if pos >= 0 else []
         marks = []
-        site: tuple[Any, int, Any, int] = (None, 0, None, 0)
+        site: Site = (None, 0, None, 0)
         skip: Any = None  # the skip rules *site* was found with: sinks with the same rules share it
-        for sink in sinks:  # nested watches: no hint, it holds for one set of skip rules
+        for sink in self.sinks:  # nested watches: walked, no locator (it holds for one set of skip rules)
             if sink.skip != skip:
                 site, skip = site_of(sink.known, sink.decide), sink.skip
             buf = sink.buf
-            buf += (meta, statement, params, start_ns, duration_ns, *site)
+            buf += (meta, statement, params, start_ns, duration_ns, site)
             pos = _slot(buf, statement, start_ns)
             if pos >= 0:
                 marks.append((buf, pos))
@@ -140,16 +149,15 @@ class Tap:
     def note(self, statement: str, params: Any, start_ns: int, duration_ns: int) -> None:
         """``record`` for a query whose duration is already known (hooks, observers): nothing comes back to its
         slot, so the usual case skips finding it (this runs once per query)."""
-        sinks = self.sinks
-        if len(sinks) != 1:
+        one = self.one
+        if one is None:
             self.record(statement, params, start_ns, duration_ns)
             return
-        meta = self.meta
+        buf, here = one
         if params.__class__ is tuple and len(params) == 1:
-            params, meta = params[0], self.meta1
-        sink = sinks[0]
-        code, lasti, pcode, plasti = site_of(sink.known, sink.decide, self.hint)
-        sink.buf += (meta, statement, params, start_ns, duration_ns, code, lasti, pcode, plasti)
+            buf += (self.meta1, statement, params[0], start_ns, duration_ns, here())
+        else:
+            buf += (self.meta, statement, params, start_ns, duration_ns, here())
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -369,11 +377,12 @@ def tap_for(target: Any, sink: Sink) -> Tap:
         if tap is None:
             tap = _make_tap(target)
             tap.sinks.append(sink)
+            tap.resink()
             tap.install()
             _TAPS[key] = tap
         else:
             tap.sinks.append(sink)
-            tap.hint.clear()
+            tap.resink()
         return tap
 
 
@@ -382,12 +391,12 @@ def release(tap: Tap, sink: Sink) -> None:
     with _LOCK:
         if isinstance(tap, _TraceSqliteTap):
             tap.flush()
-        tap.hint.clear()
         first = tap.sinks[0] if tap.sinks else None
         for i, s in enumerate(tap.sinks):
             if s is sink:
                 del tap.sinks[i]
                 break
+        tap.resink()
         if not tap.sinks:
             tap.uninstall()
             _TAPS.pop(id(tap.target), None)
