@@ -176,6 +176,7 @@ def timed_bar(progress: bool | None, seconds: float, desc: str, *, every_s: floa
     try:
         with Heartbeat(beat, every_s, clock=clock):
             yield bar
+        beat(total)  # the step is done: a bar left on the page reads full, not at its last beat
     finally:
         bar.close()
 

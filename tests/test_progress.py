@@ -117,6 +117,9 @@ def test_a_timed_bar_moves_over_seconds_and_is_none_when_not_shown(capsys):
             threading.Event().wait(0.01)
         assert bar.n == 60, "a bar never runs past its total"
     assert "sampling" in capsys.readouterr().err
+    with progress.timed_bar(True, 4, "sampling", every_s=60, clock=FakeClock()) as bar:
+        pass  # done before its first beat
+    assert bar.n == 4, "a step that ended leaves its bar full, not at its last beat"
 
 
 def test_lazy_steps_show_a_bar_only_for_work_that_turns_out_long(monkeypatch):
