@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import threading
 import time
 import timeit
 from collections.abc import Callable
@@ -19,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from labkit.clock import Clock
+from labkit.machine import pinned
 from labkit.results import Saveable
 
-__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "method_of"]
+__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "method_of", "run_pair"]
 
 
 @dataclass(frozen=True)
@@ -145,3 +147,33 @@ def python_cost(stmt: str, setup: str = "pass", *, number: int, repeats: int,
         loop.append(empty.timeit(number) * 1e9 / number)
     base = float(np.median(loop))
     return tuple(t - base for t in raw), base
+
+
+def run_pair(a: Callable[[], None], b: Callable[[], None], cpu_a: int | None, cpu_b: int | None,
+              unblock: Callable[[], None]) -> None:
+    """Run ``b`` in a helper thread pinned to ``cpu_b`` and ``a`` in this one pinned to ``cpu_a`` (None: not
+    pinned), re-raising the helper's error: the frame of every two-thread hand-off probe.
+
+    ``unblock`` is called when ``a`` ends early (an exception, Ctrl-C) so the helper is not left blocked.
+    """
+    err: list[BaseException] = []
+
+    def helper() -> None:
+        try:
+            with pinned({cpu_b} if cpu_b is not None else None):
+                b()
+        except BaseException as e:  # reported by the caller
+            err.append(e)
+
+    t = threading.Thread(target=helper, name="labkit-latency-peer", daemon=True)
+    t.start()
+    try:
+        with pinned({cpu_a} if cpu_a is not None else None):
+            a()
+    except BaseException:
+        unblock()
+        raise
+    finally:
+        t.join(timeout=10)
+    if err:
+        raise err[0]

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from labkit.latency._harness import Samples, method_of, time_each, unavailable
+from labkit.latency._harness import Samples, method_of, run_pair, time_each, unavailable
 from labkit.machine import pinned, usable_cpus
 
 __all__ = ["lock_contended", "gil_handoff", "asyncio_switch", "thread_start", "process_start"]
@@ -38,35 +38,6 @@ def _two_cores() -> tuple[int | None, int | None, str | None]:
         return cpus[0], cpus[1], None
     return cpus[0], cpus[0], ("only one CPU is usable by this process, so both threads ran on it: each hand-off "
                               "is a context switch on one core, not a wake-up across cores")
-
-
-def _run_pair(a: Callable[[], None], b: Callable[[], None], cpu_a: int | None, cpu_b: int | None,
-              unblock: Callable[[], None]) -> None:
-    """Run ``b`` in a pinned helper thread and ``a`` in this one (pinned), re-raising the helper's error.
-
-    ``unblock`` is called when ``a`` ends early (an exception, Ctrl-C) so the helper is not left blocked.
-    """
-    err: list[BaseException] = []
-
-    def helper() -> None:
-        try:
-            with pinned({cpu_b} if cpu_b is not None else None):
-                b()
-        except BaseException as e:  # reported by the caller
-            err.append(e)
-
-    t = threading.Thread(target=helper, name="labkit-latency-peer", daemon=True)
-    t.start()
-    try:
-        with pinned({cpu_a} if cpu_a is not None else None):
-            a()
-    except BaseException:
-        unblock()
-        raise
-    finally:
-        t.join(timeout=10)
-    if err:
-        raise err[0]
 
 
 def _lock_handoffs(rounds: int, warm: int, cpu_a: int | None, cpu_b: int | None) -> tuple[float, ...]:
@@ -99,7 +70,7 @@ def _lock_handoffs(rounds: int, warm: int, cpu_a: int | None, cpu_b: int | None)
         if ab.locked():
             ab.release()
 
-    _run_pair(main, peer, cpu_a, cpu_b, unblock)
+    run_pair(main, peer, cpu_a, cpu_b, unblock)
     return tuple(seen[2 * warm:])
 
 
@@ -156,7 +127,7 @@ def _gil_handoffs(rounds: int, warm: int, cpu_a: int | None, cpu_b: int | None,
         os.close(w1)
 
     try:
-        _run_pair(main, peer, cpu_a, cpu_b, unblock)
+        run_pair(main, peer, cpu_a, cpu_b, unblock)
     finally:
         for fd in fds:
             os.close(fd)

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from labkit.latency._harness import Samples, method_of, python_cost, unavailable
-from labkit.machine import pinned, usable_cpus
+from labkit.latency._harness import Samples, method_of, python_cost, run_pair, unavailable
+from labkit.machine import usable_cpus
 
 __all__ = ["syscall", "lock_uncontended", "context_switch", "page_fault"]
 
@@ -52,36 +52,33 @@ def lock_uncontended(*, quick: bool = False, number: int | None = None, repeats:
 def _ping_pong(cpu_a: int | None, cpu_b: int | None, rounds: int, warm: int) -> tuple[float, ...]:
     r1, w1 = os.pipe()
     r2, w2 = os.pipe()
-    err: list[BaseException] = []
+    out: list[float] = []
 
     def pong() -> None:
-        try:
-            with pinned({cpu_b} if cpu_b is not None else None):
-                for _ in range(rounds + warm):
-                    if not os.read(r1, 1):
-                        return
-                    os.write(w2, b"x")
-        except BaseException as e:  # reported by the caller
-            err.append(e)
+        for _ in range(rounds + warm):
+            if not os.read(r1, 1):
+                return
+            os.write(w2, b"x")
 
-    t = threading.Thread(target=pong, name="labkit-latency-pong", daemon=True)
-    out = []
+    def ping() -> None:
+        for i in range(rounds + warm):
+            t0 = time.perf_counter_ns()
+            os.write(w1, b"x")
+            os.read(r2, 1)
+            if i >= warm:
+                out.append((time.perf_counter_ns() - t0) / 2)
+
+    fds = {r1, w1, r2, w2}
+
+    def unblock() -> None:  # the pong thread sees EOF and exits
+        fds.discard(w1)
+        os.close(w1)
+
     try:
-        t.start()
-        with pinned({cpu_a} if cpu_a is not None else None):
-            for i in range(rounds + warm):
-                t0 = time.perf_counter_ns()
-                os.write(w1, b"x")
-                os.read(r2, 1)
-                if i >= warm:
-                    out.append((time.perf_counter_ns() - t0) / 2)
+        run_pair(ping, pong, cpu_a, cpu_b, unblock)
     finally:
-        os.close(w1)  # the pong thread sees EOF and exits even if we were interrupted
-        t.join(timeout=5)
-        for fd in (r1, r2, w2):
+        for fd in fds:
             os.close(fd)
-    if err:
-        raise err[0]
     return tuple(out)
 
 
