@@ -20,9 +20,13 @@ Run it alone (benchmarks never overlap):
    at each distance so an emulation that did not take effect shows. Printed as ratios with intervals and verdicts.
 3. **Django, against django-zeal** — zeal's own benchmark workload (its ``tests/test_performance.py``: 10 users
    who all follow each other, a profile and 10 posts each; 433 queries), bare vs ``watch(django.db.connection)``
-   (and vs the raw sqlite3 connection's tap, the route Django had before), interleaved; then with zeal's
-   patches installed, bare vs zeal (``zeal_context(), zeal_ignore()``, as zeal's benchmark runs it), bare vs
-   labkit, and zeal vs labkit directly. Goal: labkit's watched ÷ unwatched ≤ zeal's.
+   (and vs the raw sqlite3 connection's tap, the route Django had before), interleaved; then bare vs zeal as a
+   project has it (its patches, switched on for its runs only by ``ZealSwitch``, plus ``zeal_context(),
+   zeal_ignore()`` as zeal's benchmark runs it) and zeal vs labkit directly; then both inside Django with zeal's
+   patches in place (zeal's context alone). Goal: labkit's watched ÷ unwatched ≤ zeal's, read from the direct
+   comparison. (Before ``ZealSwitch``, zeal was patched in after the warm-up run, so its reverse-foreign-key and
+   many-to-many checks never ran: the managers Django had cached were unpatched. The switch now checks that
+   zeal catches both, with its patches on and only then.)
 """
 
 from __future__ import annotations
@@ -265,10 +269,76 @@ def _django_setup() -> Any:
     return connection, workload
 
 
+class ZealSwitch:
+    """django-zeal's patches, switched on and off between runs in one process.
+
+    ``zeal.patch.patch()`` (what zeal's ``AppConfig.ready()`` runs) replaces methods of Django's relation
+    descriptors and ``QuerySet`` and the module functions that build related managers. Those managers are made
+    once per relation and cached on its descriptor (``related_manager_cls``): a manager built before the patch
+    stays unpatched, so zeal's reverse-foreign-key and many-to-many checks would never run on relations that
+    were used before it. Here every attribute the patch changes, on the classes and modules it touches and on
+    the models' relation descriptors (their cached managers dropped first, then rebuilt by zeal's factories),
+    is read in both states; ``on()``/``off()`` set one state or the other, a few dozen ``setattr`` calls."""
+
+    def __init__(self, workload: Any) -> None:
+        import django.db.models.fields.related_descriptors as descriptors
+        import django.db.models.query as query
+        from django.apps import apps
+        from django.contrib.contenttypes import fields as generic
+        from django.db.models.query_utils import DeferredAttribute
+        from zeal.patch import patch
+
+        relations = [value for model in apps.get_models() for value in vars(model).values()
+                     if hasattr(type(value), "related_manager_cls")]
+        classes = [value for module in (descriptors, query, generic) for value in vars(module).values()
+                   if isinstance(value, type) and value.__module__ == module.__name__]
+        owners = [descriptors, query, generic, DeferredAttribute, *classes, *relations]
+        before = [dict(vars(owner)) for owner in owners]
+        patch()
+        for relation in relations:
+            vars(relation).pop("related_manager_cls", None)  # rebuilt through zeal's patched factories
+        workload()
+        missing = object()
+        self._changes = [(owner, key, old.get(key, missing), value, missing)
+                         for owner, old in zip(owners, before, strict=True)
+                         for key, value in dict(vars(owner)).items() if old.get(key, missing) is not value]
+        self.off()
+
+    def caught(self, loop: Any) -> bool:
+        """Whether zeal reports an N+1 in *loop* in the current state (its ``NPlusOneError``, ZEAL_RAISE's
+        default)."""
+        import zeal
+
+        try:
+            with zeal.zeal_context():
+                loop()
+        except zeal.NPlusOneError:
+            return True
+        return False
+
+    def _set(self, on: bool) -> None:
+        for owner, key, old, new, missing in self._changes:
+            value = new if on else old
+            if value is missing:
+                delattr(owner, key)
+            else:
+                setattr(owner, key, value)
+
+    def on(self) -> None:
+        self._set(True)
+
+    def off(self) -> None:
+        self._set(False)
+
+    def __len__(self) -> int:
+        return len(self._changes)
+
+
 def django_overhead(rounds: int) -> None:
-    """Watched ÷ unwatched on zeal's workload: labkit through Django's connection (and, as it was before, through
-    its raw sqlite3 connection) before zeal is loaded; then zeal's patches installed, zeal (its benchmark's
-    ``zeal_context(), zeal_ignore()``) and labkit side by side, each against the same bare run."""
+    """Watched ÷ unwatched on zeal's workload, interleaved in one process: labkit on Django as it ships; zeal
+    with its patches (``ZealSwitch``) and its context — its whole cost, what a project with zeal in its
+    ``INSTALLED_APPS`` pays; then, for the record, zeal's context alone and labkit, each against Django with
+    zeal's patches in place but no zeal context."""
     import django
 
     connection, workload = _django_setup()
@@ -301,36 +371,69 @@ def django_overhead(rounds: int) -> None:
 
     def show(label: str, a: Any, b: Any) -> Any:
         c = compare(a, b, rounds=rounds, max_rounds=rounds, max_time=120.0, min_sample_time=0.02, names=label.split(" vs "))
-        print(f"   {label:<44} {c.ratio:.3f} ({c.ci_label} {c.ci[0]:.3f}–{c.ci[1]:.3f}, {len(c.baseline_ns)} rounds, "
-              f"bare median {format_duration(sorted(c.baseline_ns)[len(c.baseline_ns) // 2])}), verdict: {c.verdict}")
+        print(f"   {label:<48} {c.ratio:.3f} ({c.ci_label} {c.ci[0]:.3f}–{c.ci[1]:.3f}, {len(c.baseline_ns)} rounds, "
+              f"first's median {format_duration(sorted(c.baseline_ns)[len(c.baseline_ns) // 2])}), verdict: {c.verdict}")
         return c
 
-    print("   before zeal is loaded (Django unpatched):")
-    show("bare vs labkit watch(connection)", bare, labkit_watched)
+    print("   Django as it ships (no zeal patches):")
+    r_lab = show("bare vs labkit watch(connection)", bare, labkit_watched).ratio
     show("bare vs labkit watch + report read", bare, labkit_read)
     show("bare vs labkit watch(raw sqlite3 connection)", bare, raw_watched)
 
     from importlib.metadata import version
 
     import zeal
-    from zeal.patch import patch
-    patch()  # what zeal's AppConfig.ready() does: from here on every query set is zeal's
 
-    def zeal_watched() -> None:
+    switch = ZealSwitch(workload)
+    from django.apps import apps
+
+    user = apps.get_model("bench", "User")
+    for name, loop in (("many-to-many", lambda: [list(u.following.all()) for u in user.objects.all()]),
+                       ("reverse foreign key", lambda: [list(u.posts.all()) for u in user.objects.all()])):
+        switch.on()
+        try:
+            on = switch.caught(loop)
+        finally:
+            switch.off()
+        if not on or switch.caught(loop):  # zeal's check must run with its patches on, and only then
+            raise SystemExit(f"ZealSwitch: zeal's {name} check did not follow its patches (on: {on}); "
+                             "the comparison would not measure zeal")
+
+    def zeal_watched() -> None:  # zeal's benchmark: zeal_context() + zeal_ignore()
         with zeal.zeal_context(), zeal.zeal_ignore():
             workload()
 
-    print(f"   with django-zeal {version('django-zeal')} patched in (its benchmark: zeal_context + zeal_ignore):")
-    r_zeal = show("bare vs zeal", bare, zeal_watched).ratio
-    r_lab = show("bare vs labkit watch(connection)", bare, labkit_watched).ratio
-    direct = show("zeal vs labkit watch(connection)", zeal_watched, labkit_watched)
-    # the goal is read from the direct, interleaved comparison: the two ratios against bare come from separate
-    # runs and can disagree with it on a noisy machine
+    def zeal_whole() -> None:  # zeal as its users have it: patched at start-up, then its context
+        switch.on()
+        try:
+            zeal_watched()
+        finally:
+            switch.off()
+
+    def patched(fn: Any) -> Any:
+        def run() -> None:
+            switch.on()
+            try:
+                fn()
+            finally:
+                switch.off()
+        return run
+
+    print(f"   django-zeal {version('django-zeal')} (its benchmark's zeal_context + zeal_ignore), its {len(switch)} "
+          "patched attributes switched on for its runs only:")
+    r_zeal = show("bare vs zeal (patches + context)", bare, zeal_whole).ratio
+    direct = show("zeal (patches + context) vs labkit watch", zeal_whole, labkit_watched)
+    print("   both inside Django with zeal's patches in place (zeal's context alone):")
+    r_ctx = show("zeal-patched bare vs zeal context", patched(bare), patched(zeal_watched)).ratio
+    r_lab_p = show("zeal-patched bare vs labkit watch", patched(bare), patched(labkit_watched)).ratio
+    # the goal is read from the direct, interleaved comparison: ratios against bare come from separate runs
+    # and can disagree with it on a noisy machine
     lo, hi = direct.ci
     goal = ("met: labkit is cheaper than zeal" if hi < 1.0 else "not met: labkit costs more than zeal" if lo > 1.0
             else "level: the interval holds 1 (neither shown cheaper)")
-    print(f"   → labkit ÷ zeal, side by side: {direct.ratio:.3f} ({lo:.3f}–{hi:.3f}); goal labkit ≤ zeal: {goal}"
-          f"  (against bare, separately: labkit {r_lab:.3f}×, zeal {r_zeal:.3f}×)")
+    print(f"   → labkit ÷ zeal, side by side: {direct.ratio:.3f} ({lo:.3f}–{hi:.3f}); goal labkit ≤ zeal: {goal}")
+    print(f"     (against bare, separately: labkit {r_lab:.3f}×, zeal {r_zeal:.3f}×; inside zeal-patched Django: "
+          f"zeal's context {r_ctx:.3f}×, labkit {r_lab_p:.3f}×)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             overhead(svc, rounds)
         for delay in (0.0, 0.5, 1.0):  # 1 ms as a control: the emulation must visibly add to each call
             end_to_end(delay, rounds, args.size)
-    django_overhead(rounds)  # last: it configures Django, and zeal's patches stay for the rest of the process
+    django_overhead(rounds)  # last: it configures Django for the rest of the process
     print(f"(took {time.monotonic() - t0:.0f} s)")
     return 0
 
