@@ -101,28 +101,43 @@ _BANNER = ("⚠ PREDICTIONS SKIPPED: this lab is running top to bottom (Run All,
            "one cell at a time (Shift-Enter) and write each my_guess_… before running the cell after it.")
 
 
-def _html(text: str) -> str:
+# (border and text, background) of a notice: an alarm (Run All skipped every prediction), or a reminder
+_TONES = {"alarm": ("#cf222e", "#fff0f0"), "todo": ("#9a6700", "#fff8c5")}
+
+
+def _html(text: str, tone: str = "alarm") -> str:
     from html import escape
 
-    return (f"<div style='border:3px solid #cf222e;background:#fff0f0;padding:8px;font-weight:bold;color:#cf222e'>"
+    line, fill = _TONES[tone]
+    return (f"<div style='border:3px solid {line};background:{fill};padding:8px;font-weight:bold;color:{line}'>"
             f"{escape(text)}</div>")
 
 
-def _show(text: str, loud: bool) -> None:
-    """Loud: a red box in a notebook, with the text form beside it for papermill logs and text exports."""
+def notice(text: str, *, tone: str = "alarm") -> None:
+    """Show *text* in a box in a notebook's output (``tone``: ``"alarm"`` red, ``"todo"`` amber), with the text
+    form beside it for papermill logs and text exports; outside IPython, print it.
+
+    A notice rather than a warning: JupyterLab draws anything on stderr red, as an error."""
     ip = None
-    if loud:
-        try:
-            from IPython import get_ipython
-            ip = get_ipython()
-        except ImportError:  # no IPython: plain text
-            pass
+    try:
+        from IPython import get_ipython
+        ip = get_ipython()
+    except ImportError:  # no IPython: plain text
+        pass
     if ip is None:
         print(text)
         return
     from IPython.display import display
 
-    display({"text/plain": text, "text/html": _html(text)}, raw=True)
+    display({"text/plain": text, "text/html": _html(text, tone)}, raw=True)
+
+
+def _show(text: str, loud: bool) -> None:
+    """Loud: a red box in a notebook; otherwise plain text."""
+    if loud:
+        notice(text)
+    else:
+        print(text)
 
 
 class Summary(str):

@@ -25,6 +25,7 @@ from typing import Any
 from labkit.comparison import Comparison
 from labkit.errors import BadInputError, ResultsError, ResultsWarning
 from labkit.machine import fingerprint
+from labkit.progress import in_notebook
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
 __all__ = ["Experiment", "experiments", "judge"]
@@ -159,12 +160,18 @@ class Experiment(Saveable):
         """Write the record to ``folder`` (default: :func:`labkit.results.results_dir`) as ``<id>.json``.
 
         A template (:attr:`is_template`) is not saved — a TODO is not a prediction, and a record of it would
-        read as one in ``experiments()`` and in reports: a :class:`~labkit.errors.ResultsWarning` says so and
-        what to write, and None is returned."""
+        read as one in ``experiments()`` and in reports: None is returned, and what to write is said — in a
+        notebook as an amber notice in the cell's output (:func:`labkit.guesses.notice`; a warning would go to
+        stderr, which JupyterLab draws red, as an error), elsewhere as a :class:`~labkit.errors.ResultsWarning`."""
         if self.is_template:
-            warnings.warn(f"experiment {self.title!r} not saved: its hypothesis still says TODO — write yours (what "
-                          "you expect to change, by how much, and why), then run the cell again",
-                          ResultsWarning, stacklevel=2)
+            message = (f"experiment {self.title!r} not saved: its hypothesis still says TODO — write yours (what "
+                       "you expect to change, by how much, and why), then run the cell again")
+            if in_notebook():
+                from labkit.guesses import notice
+
+                notice(message, tone="todo")
+            else:
+                warnings.warn(message, ResultsWarning, stacklevel=2)
             return None
         return write_json_atomic(Path(folder or results_dir()) / f"{self.id}.json", self.to_dict())
 

@@ -149,3 +149,29 @@ def test_a_template_still_saying_todo_is_not_saved_as_a_result(tmp_path):
     assert list(tmp_path.iterdir()) == []
     written = Experiment.plan("orjson", "serialize is a third of the request; orjson is 10x faster", predicted_ratio=0.7)
     assert not written.is_template and written.save(tmp_path).exists()
+
+
+def test_in_a_notebook_the_unsaved_template_is_an_amber_notice_not_a_red_stderr_warning(tmp_path, monkeypatch):
+    # GIVEN a notebook kernel (JupyterLab draws anything on stderr red, as if the cell had failed)
+    import warnings
+
+    import labkit.guesses
+    import labkit.record
+
+    shown = []
+    monkeypatch.setattr(labkit.record, "in_notebook", lambda: True)
+    monkeypatch.setattr(labkit.guesses, "notice", lambda text, tone="alarm": shown.append((text, tone)))
+    todo = Experiment.plan("orjson", "TODO: your napkin math", predicted_ratio=0.8)
+    # WHEN the template is saved THEN nothing is written, no warning is raised, and the notice says what to do
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert todo.save(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
+    assert [tone for _, tone in shown] == ["todo"] and "still says TODO — write yours" in shown[0][0]
+
+
+def test_the_todo_notice_renders_amber_html_beside_its_text():
+    from labkit.guesses import _html
+
+    html = _html("experiment 'x' not saved: <TODO>", "todo")
+    assert "#fff8c5" in html and "&lt;TODO&gt;" in html and "#cf222e" not in html
