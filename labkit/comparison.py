@@ -177,13 +177,14 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             warmup: int = 2, min_sample_time: float = 0.001, clock: Clock = time.perf_counter_ns,
             seed: int = 0, progress: bool | None = None,
             inputs: Callable[[int], tuple[Any, ...]] | None = None, gc: str = "as-is",
-            processes: bool = False) -> Comparison:
+            processes: bool = False, paired: bool | None = None) -> Comparison:
     """Compare a candidate against a baseline and say whether it is faster, slower, the same, or unclear.
 
     Args:
         baseline, candidate: two callables (timed interleaved here, each called as ``fn(*args)``), or two
             measured results — anything with a ``samples_ns`` attribute, such as a BenchResult or a
-            load-test result, or plain sequences of durations in ns — compared as independent samples.
+            load-test result, or plain sequences of durations in ns — compared as independent samples unless
+            ``paired=True``.
         names: labels for the two sides (default: function names, or "baseline"/"candidate").
         rounds: interleaved A/B rounds before the first look (callables only); each round takes one sample of
             each. A look the sign test could never pass at its α is not planned (see :func:`plan_looks`), so
@@ -221,6 +222,11 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             (in a notebook, the kernel's): what it says carries over to a program running only that code.
             The functions, arguments and ``inputs`` must be picklable (defined in a module); ``clock`` must
             be the default. The statistics are the same.
+        paired: for two measured results only: True when they were taken interleaved, round by round — sample
+            *i* of each from the same round, as :func:`labkit.latency.http_samples` takes them — so that they
+            are compared as pairs, as callables are (a drift in the machine's load then cancels within each
+            pair instead of widening the interval); both must hold the same number of samples. Default: False
+            for results; callables are always paired.
 
     Raises:
         BadInputError: mixed inputs (a callable and a result), bad counts, or too few samples.
@@ -232,8 +238,16 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     sa, sb = _samples_of(baseline), _samples_of(candidate)
     if sa is not None and sb is not None:
         na, nb = names or (getattr(baseline, "name", "baseline"), getattr(candidate, "name", "candidate"))
+        if paired and len(sa) != len(sb):
+            raise BadInputError(
+                f"paired=True pairs sample i of each side, but {na} has {len(sa)} samples and {nb} {len(sb)}: "
+                "pass two results taken round by round together (e.g. one latency.http_samples call), or "
+                "leave paired= out to compare them as independent samples")
         warnings = tuple(getattr(baseline, "warnings", ())) + tuple(getattr(candidate, "warnings", ()))
-        return _build(str(na), str(nb), sa, sb, False, min_effect, alpha, warnings, seed)
+        return _build(str(na), str(nb), sa, sb, bool(paired), min_effect, alpha, warnings, seed)
+    if paired is False and sa is None and sb is None:
+        raise BadInputError("paired=False is for measured results: two callables are always timed in interleaved "
+                            "pairs here; leave paired= out")
     if (sa is None) != (sb is None):
         raise BadInputError(
             "compare() needs two callables or two measured results, got one of each: pass both functions "

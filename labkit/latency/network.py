@@ -119,7 +119,8 @@ def http_samples(url: str, *paths: str, rounds: int = 30, warmup: int = 3) -> tu
     (so a drift in machine load hits every path alike). A sample is one request: send, wait, read the whole
     body. The ``Server-Timing`` header of every response is parsed; ``extra`` keeps each metric's median
     duration (ms) and its last ``count`` (queries, calls), and the body size in bytes. Overhead: ``http.client``
-    on this side, as for the ``http_health`` row.
+    on this side, as for the ``http_health`` row. Sample *i* of every path comes from round *i*: compare two
+    of them with ``labkit.compare(a, b, paired=True)``.
 
     Raises:
         ServiceError: a request failed or did not answer 200, naming the path and status.
