@@ -235,3 +235,12 @@ def test_busy_machine_warning_says_what_to_do():
     assert "3.7 on 2 CPUs" in w and "rerun" in w
     t = LatencyTable(rows=(), warnings=(w,))
     assert LatencyTable.from_dict(t.to_dict()).warnings == (w,) and "warning:" in str(t)
+
+
+def test_the_text_table_keeps_its_columns_under_a_label_longer_than_the_default_column():
+    long = "page faults: first touch of 64 MiB of fresh anonymous memory, per page"
+    rows = (Samples("a", "L1", "cpu", (1.0, 1.0)), Samples("b", long, "work", (2_000.0, 2_100.0)))
+    head, short, longer = str(LatencyTable(rows=rows)).splitlines()[:3]
+    end = head.index("median") + len("median")  # the median column is right-aligned under its header
+    assert short[:end].endswith("1 ns") and longer[:end].endswith("2.05 µs")
+    assert longer.startswith(long + " ")

@@ -26,13 +26,14 @@ __all__ = ["format_table", "table_html", "ladder_chart", "working_set_chart", "n
 
 def format_table(t: LatencyTable) -> str:
     """The table as aligned text: label, median, p10–p90, and notes underneath their row."""
-    lines = [f"{'operation':<48} {'median':>10} {'p10 – p90':>23}"]
+    w = max([48, *(len(r.label) for r in t.rows)])  # the label column fits the longest label
+    lines = [f"{'operation':<{w}} {'median':>10} {'p10 – p90':>23}"]
     for r in t.rows:
         if r.available:
             span = f"{format_duration(r.percentile_ns(10))} – {format_duration(r.percentile_ns(90))}"
-            lines.append(f"{r.label:<48} {format_duration(r.median_ns):>10} {span:>23}")
+            lines.append(f"{r.label:<{w}} {format_duration(r.median_ns):>10} {span:>23}")
         else:
-            lines.append(f"{r.label:<48} {'n/a':>10}")
+            lines.append(f"{r.label:<{w}} {'n/a':>10}")
         if r.note:
             lines.append(f"    note: {r.note}")
     bw = next((r for r in t.rows if r.key == "mem_seq_read_1mb" and r.available), None)
