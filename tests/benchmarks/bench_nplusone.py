@@ -419,8 +419,14 @@ def django_overhead(rounds: int) -> None:
                 switch.off()
         return run
 
+    def switched_bare() -> None:  # the control: what switching costs a run (type caches refilled), zeal aside
+        switch.on()
+        switch.off()
+        workload()
+
     print(f"   django-zeal {version('django-zeal')} (its benchmark's zeal_context + zeal_ignore), its {len(switch)} "
           "patched attributes switched on for its runs only:")
+    show("bare vs bare after a switch on and off", bare, switched_bare)
     r_zeal = show("bare vs zeal (patches + context)", bare, zeal_whole).ratio
     direct = show("zeal (patches + context) vs labkit watch", zeal_whole, labkit_watched)
     print("   both inside Django with zeal's patches in place (zeal's context alone):")
