@@ -273,35 +273,37 @@ class ZealSwitch:
     """django-zeal's patches, switched on and off between runs in one process.
 
     ``zeal.patch.patch()`` (what zeal's ``AppConfig.ready()`` runs) replaces methods of Django's relation
-    descriptors and ``QuerySet`` and the module functions that build related managers. Those managers are made
-    once per relation and cached on its descriptor (``related_manager_cls``): a manager built before the patch
-    stays unpatched, so zeal's reverse-foreign-key and many-to-many checks would never run on relations that
-    were used before it. Here every attribute the patch changes, on the classes and modules it touches and on
-    the models' relation descriptors (their cached managers dropped first, then rebuilt by zeal's factories),
-    is read in both states; ``on()``/``off()`` set one state or the other, a few dozen ``setattr`` calls."""
+    descriptors, ``QuerySet`` and ``Model``, and the module functions that build related managers. Those
+    managers are made once per relation and cached on its descriptor (``related_manager_cls``): one built
+    before the patch stays unpatched, so zeal's reverse-foreign-key and many-to-many checks would never run on
+    relations used before it. Here every attribute the patch changes on Django's modules and their classes
+    (read right after it), and the managers cached on the models' relation descriptors (dropped, then rebuilt
+    by zeal's factories in one run of the workload), are kept in both states; ``on()``/``off()`` set one state
+    or the other, a few dozen ``setattr`` calls."""
 
     def __init__(self, workload: Any) -> None:
-        import django.db.models.fields.related_descriptors as descriptors
-        import django.db.models.query as query
+        import django.contrib.contenttypes.fields  # noqa: F401 - zeal patches it: imported before the snapshot
         from django.apps import apps
-        from django.contrib.contenttypes import fields as generic
-        from django.db.models.query_utils import DeferredAttribute
         from zeal.patch import patch
 
         relations = [value for model in apps.get_models() for value in vars(model).values()
                      if hasattr(type(value), "related_manager_cls")]
-        classes = [value for module in (descriptors, query, generic) for value in vars(module).values()
+        # every Django module and the classes it defines: whatever zeal's version patches is among them
+        modules = [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "django" and m is not None]
+        classes = [value for module in modules for value in vars(module).values()
                    if isinstance(value, type) and value.__module__ == module.__name__]
-        owners = [descriptors, query, generic, DeferredAttribute, *classes, *relations]
-        before = [dict(vars(owner)) for owner in owners]
+        owners = [*modules, *classes]
+        before = [dict(vars(owner)) for owner in [*owners, *relations]]
         patch()
+        patched = [dict(vars(owner)) for owner in owners]
         for relation in relations:
             vars(relation).pop("related_manager_cls", None)  # rebuilt through zeal's patched factories
         workload()
+        after = patched + [dict(vars(relation)) for relation in relations]
         missing = object()
-        self._changes = [(owner, key, old.get(key, missing), value, missing)
-                         for owner, old in zip(owners, before, strict=True)
-                         for key, value in dict(vars(owner)).items() if old.get(key, missing) is not value]
+        self._changes = [(owner, key, old.get(key, missing), new.get(key, missing), missing)
+                         for owner, old, new in zip([*owners, *relations], before, after, strict=True)
+                         for key in old.keys() | new.keys() if old.get(key, missing) is not new.get(key, missing)]
         self.off()
 
     def caught(self, loop: Any) -> bool:
