@@ -113,18 +113,21 @@ def _html(text: str, tone: str = "alarm") -> str:
             f"{escape(text)}</div>")
 
 
+def ipython() -> Any:
+    """The running IPython shell (a notebook's kernel), or None (a script, a test, no IPython installed)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 def notice(text: str, *, tone: str = "alarm") -> None:
     """Show *text* in a box in a notebook's output (``tone``: ``"alarm"`` red, ``"todo"`` amber), with the text
     form beside it for papermill logs and text exports; outside IPython, print it.
 
     A notice rather than a warning: JupyterLab draws anything on stderr red, as an error."""
-    ip = None
-    try:
-        from IPython import get_ipython
-        ip = get_ipython()
-    except ImportError:  # no IPython: plain text
-        pass
-    if ip is None:
+    if ipython() is None:
         print(text)
         return
     from IPython.display import display

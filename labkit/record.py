@@ -25,7 +25,6 @@ from typing import Any
 from labkit.comparison import Comparison
 from labkit.errors import BadInputError, ResultsError, ResultsWarning
 from labkit.machine import fingerprint
-from labkit.progress import in_notebook
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
 __all__ = ["Experiment", "experiments", "judge"]
@@ -166,10 +165,10 @@ class Experiment(Saveable):
         if self.is_template:
             message = (f"experiment {self.title!r} not saved: its hypothesis still says TODO — write yours (what "
                        "you expect to change, by how much, and why), then run the cell again")
-            if in_notebook():
-                from labkit.guesses import notice
+            from labkit import guesses
 
-                notice(message, tone="todo")
+            if guesses.ipython() is not None:  # a notebook: shown in the cell's output
+                guesses.notice(message, tone="todo")
             else:
                 warnings.warn(message, ResultsWarning, stacklevel=2)
             return None

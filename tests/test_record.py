@@ -156,10 +156,9 @@ def test_in_a_notebook_the_unsaved_template_is_an_amber_notice_not_a_red_stderr_
     import warnings
 
     import labkit.guesses
-    import labkit.record
 
     shown = []
-    monkeypatch.setattr(labkit.record, "in_notebook", lambda: True)
+    monkeypatch.setattr(labkit.guesses, "ipython", lambda: object())  # a kernel's shell
     monkeypatch.setattr(labkit.guesses, "notice", lambda text, tone="alarm": shown.append((text, tone)))
     todo = Experiment.plan("orjson", "TODO: your napkin math", predicted_ratio=0.8)
     # WHEN the template is saved THEN nothing is written, no warning is raised, and the notice says what to do
