@@ -22,8 +22,8 @@ Run it alone (benchmarks never overlap):
    who all follow each other, a profile and 10 posts each; 433 queries), bare vs ``watch(django.db.connection)``
    (and vs the raw sqlite3 connection's tap, the route Django had before), interleaved; then bare vs zeal as a
    project has it (its patches, switched on for its runs only by ``ZealSwitch``, plus ``zeal_context(),
-   zeal_ignore()`` as zeal's benchmark runs it) and zeal vs labkit directly; then both inside Django with zeal's
-   patches in place (zeal's context alone). Goal: labkit's watched ÷ unwatched ≤ zeal's, read from the direct
+   zeal_ignore()`` as zeal's benchmark runs it) and zeal vs labkit directly, with a control row for what
+   switching costs a run by itself; then both inside Django with zeal's patches in place (zeal's context alone). Goal: labkit's watched ÷ unwatched ≤ zeal's, read from the direct
    comparison. (Before ``ZealSwitch``, zeal was patched in after the warm-up run, so its reverse-foreign-key and
    many-to-many checks never ran: the managers Django had cached were unpatched. The switch now checks that
    zeal catches both, with its patches on and only then.)
