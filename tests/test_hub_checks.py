@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import doctor, hub
+from labkit import cgroup, doctor, hub
+from labkit.cgroup import CpuQuota, cpu_quota
 from labkit.cli import doctor as doctor_cli
-from labkit.hub import CpuQuota, Probe, checks, cpu_quota
+from labkit.hub import Probe, checks
 
 STAT = "cpu  100 0 50 800 10 0 0 {steal} 0 0\ncpu0 50 0 25 400 5 0 0 0 0 0\n"
 
@@ -184,11 +185,11 @@ def test_the_real_probe_on_this_machine_reads_something():
 def test_cpuset_v2_and_v1_and_an_affinity_narrower_than_the_cpuset_is_named(tmp_path):
     v2 = _v2(tmp_path / "a", "max 100000\n")
     (v2 / "sys/fs/cgroup/user.slice/learner-1.scope/cpuset.cpus.effective").write_text("0-3,8\n")
-    assert hub.cpuset(v2) == (0, 1, 2, 3, 8)
+    assert cgroup.cpuset(v2) == (0, 1, 2, 3, 8)
     v1 = _v1(tmp_path / "b", "-1\n")
     _tree(v1, {"proc/self/cgroup": "3:cpuset:/\n2:cpu,cpuacct:/docker/abc\n", "sys/fs/cgroup/cpuset/cpuset.cpus": "4-5\n"})
-    assert hub.cpuset(v1) == (4, 5)
-    assert hub.cpuset(tmp_path / "none") is None
+    assert cgroup.cpuset(v1) == (4, 5)
+    assert cgroup.cpuset(tmp_path / "none") is None
     got = _by_name(checks(v2, env={}, measured=_probe(cores=(2, 3)), machine_cores=9))["pinned cores"]
     assert got.status == "ok" and "by affinity only" in got.detail and "cores 0,1,2,3,8" in got.detail
     same = _by_name(checks(v1, env={}, measured=_probe(cores=(4, 5)), machine_cores=9))["pinned cores"]
