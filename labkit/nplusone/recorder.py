@@ -11,7 +11,8 @@ from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
 from labkit.nplusone.sites import format_site, is_loop_fetch, skip_cache
-from labkit.nplusone.taps import DUR, REC, Sink, Tap, release, tap_for
+from labkit.nplusone.taps import DUR, REC, Sink, Tap
+from labkit.nplusone.targets import release, tap_for
 
 __all__ = ["Watch", "watch"]
 

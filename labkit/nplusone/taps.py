@@ -1,8 +1,9 @@
 """Taps: how the recorder sees queries on each kind of target.
 
-One tap per target object, shared by every active recorder (nested ``watch`` blocks, or one per thread), and
-removed when the last recorder leaves. Each query becomes one mutable *entry* list appended to every active
-sink; the recorder freezes entries into ``Query`` values when its block ends.
+One tap per target object, shared by every active recorder (``labkit.nplusone.targets`` keeps them); the
+``sqlite3`` and HTTP-client kinds are here (:func:`plain_tap`), the library hooks in ``labkit.nplusone.hooks``.
+Each query becomes one record appended to every active sink; the recorder freezes records into ``Query``
+values when its report is read.
 
 How each target is timed (the report's ``timing`` column says which applied):
 
@@ -37,10 +38,9 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.clock import Clock
-from labkit.errors import BadInputError
 from labkit.nplusone.sites import Decide, Known, Site, locator, site_of, skip_cache
 
-__all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "tap_for", "release"]
+__all__ = ["PROGRESS_OPS", "REC", "Sink", "Tap", "plain_tap"]
 
 PROGRESS_OPS = 4  # SQLite VM instructions per progress tick on plain connections (resolution vs overhead)
 
@@ -158,6 +158,9 @@ class Tap:
             buf += (self.meta1, statement, params[0], start_ns, duration_ns, here())
         else:
             buf += (self.meta, statement, params, start_ns, duration_ns, here())
+
+    def flush(self) -> None:
+        """Complete what is still open when a recorder stops (a statement still running); most taps hold none."""
 
     def install(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -340,66 +343,13 @@ class _ObserverTap(Tap):
             self.target.observers.remove(self._observer)
 
 
-_TAPS: dict[int, Tap] = {}
-_LOCK = threading.Lock()
-
-
-def _make_tap(target: Any) -> Tap:
+def plain_tap(target: Any) -> Tap | None:
+    """A tap for a ``sqlite3.Connection`` (its subclass instances wrapped, a plain one traced) or an HTTP client
+    with an ``observers`` list; None for anything else."""
     if isinstance(target, sqlite3.Connection):
         if hasattr(target, "__dict__"):
             return _WrappedSqliteTap(target, "sqlite")
         return _TraceSqliteTap(target, "sqlite")
     if isinstance(getattr(target, "observers", None), list):
         return _ObserverTap(target, f"http:{type(target).__name__}")
-    from labkit.nplusone.hooks import hook_tap
-
-    tap = hook_tap(target)
-    if tap is not None:
-        return tap
-    raise BadInputError(
-        f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
-        "it knows sqlite3.Connection, SQLAlchemy Engine, Django's database connection (django.db.connection) "
-        "and HTTP clients with an `observers` list (observer(method, url, duration_ns)). Pass one of those, "
-        "e.g. the connection your code queries."
-    )
-
-
-def tap_for(target: Any, sink: Sink) -> Tap:
-    """Attach *sink* to *target*'s tap, creating and installing the tap on first use."""
-    from labkit.nplusone.hooks import hooked
-
-    with _LOCK:
-        tap = _TAPS.get(id(target))
-        if tap is None:
-            target = hooked(target)  # an AsyncEngine shares its sync engine's tap, Django's proxy its connection's
-            key = id(target)
-            tap = _TAPS.get(key)
-        if tap is None:
-            tap = _make_tap(target)
-            tap.sinks.append(sink)
-            tap.resink()
-            tap.install()
-            _TAPS[key] = tap
-        else:
-            tap.sinks.append(sink)
-            tap.resink()
-        return tap
-
-
-def release(tap: Tap, sink: Sink) -> None:
-    """Detach *sink*; uninstall the tap when no sink is left."""
-    with _LOCK:
-        if isinstance(tap, _TraceSqliteTap):
-            tap.flush()
-        first = tap.sinks[0] if tap.sinks else None
-        for i, s in enumerate(tap.sinks):
-            if s is sink:
-                del tap.sinks[i]
-                break
-        tap.resink()
-        if not tap.sinks:
-            tap.uninstall()
-            _TAPS.pop(id(tap.target), None)
-        elif first is sink and tap.sinks[0].clock is not sink.clock:
-            tap.uninstall()  # hooks hold the clock they were installed with: re-install with the new first's
-            tap.install()
+    return None
