@@ -423,7 +423,7 @@ def test_a_failing_cell_stops_the_report_naming_the_cell_and_writes_no_html(tmp_
 def _running(path: Path, started: str, status: str = "running") -> Path:
     """An executed notebook as papermill leaves it mid-run: cell 3 of the source (after the injected parameters)
     started at ``started``, labkit's census cell still to come."""
-    from labkit.report.run import CENSUS_TAG
+    from labkit.report.cellwatch import CENSUS_TAG
 
     def cell(source, tags=(), pm=None):
         c = new_code_cell(source, metadata={"tags": list(tags)})

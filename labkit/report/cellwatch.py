@@ -15,12 +15,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from labkit.report.run import CENSUS_TAG
-
-__all__ = ["STILL_S", "CellWatch", "first_line", "running_cell", "source_cells"]
+__all__ = ["CENSUS_TAG", "STILL_S", "CellWatch", "first_line", "running_cell", "source_cells"]
 
 #: a cell running this long is said to be still running, and again each time as long again has passed
 STILL_S = 15.0
+#: tags the cell ``labkit report`` appends to a run (``labkit.report.run``): it lists the versions of every
+#: package the kernel imported by the end
+CENSUS_TAG = "labkit-report-imports"
 #: the tags of the cells a report run adds to the notebook (papermill's parameters, labkit's package census)
 _ADDED = {"injected-parameters", CENSUS_TAG}
 

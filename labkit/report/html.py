@@ -19,8 +19,9 @@ from typing import Any
 
 from labkit.errors import NotebookError, ResultsError
 from labkit.report.baseline import Change, Concluded, concluded_in, diff
+from labkit.report.cellwatch import CENSUS_TAG
 from labkit.report.params import declared_parameters, differences, effective, typed_parameters
-from labkit.report.run import CENSUS_TAG, IMPORTED, ReportRun
+from labkit.report.run import IMPORTED, ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
 from labkit.results import read_json

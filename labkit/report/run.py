@@ -24,6 +24,7 @@ from typing import Any
 
 from labkit.errors import BadInputError, NotebookError, ResultsError
 from labkit.machine import fingerprint
+from labkit.report.cellwatch import CENSUS_TAG, CellWatch
 from labkit.report.params import declared_parameters, parse_parameters, typed_parameters, use_tuple_translator
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
@@ -34,8 +35,6 @@ RECORD = "report.json"
 #: set for the kernel of a ``labkit report`` run: labkit's progress bars write text to the terminal's stderr
 PROGRESS_ENV = "PERFLAB_PROGRESS_TO"
 IMPORTED = "imported.json"
-#: tags the cell labkit appends to a run: it lists the versions of every package the kernel imported by the end
-CENSUS_TAG = "labkit-report-imports"
 _CENSUS = f"""\
 def _labkit_imported():  # added by labkit report: the packages this run imported, with versions
     import json, os, sys
@@ -296,7 +295,6 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     from papermill.exceptions import PapermillExecutionError
 
     from labkit.progress import Heartbeat, show_progress
-    from labkit.report.cellwatch import CellWatch
 
     path = check_notebook(notebook)
     declared = declared_parameters(path)
