@@ -12,6 +12,7 @@ import pytest
 from labkit import alloc
 from labkit.toyshop import app as app_mod
 from labkit.toyshop import heap as heap_mod
+from labkit.toyshop import state
 from labkit.toyshop.heap import StockHeap
 from labkit.toyshop.switches import SWITCHES
 
@@ -32,7 +33,7 @@ def _wait_reloads(svc, at_least: int, timeout_s: float = 10.0) -> dict:
 
 def test_the_switch_table_states_the_figures_the_code_uses():
     gc_does, heap_does = SWITCHES["gc"].does, SWITCHES["heap"].does
-    assert f"{app_mod.FREEZE_AFTER} requests" in gc_does and f"{app_mod.GEN0_THRESHOLD:,}" in gc_does
+    assert f"{state.FREEZE_AFTER} requests" in gc_does and f"{state.GEN0_THRESHOLD:,}" in gc_does
     assert f"{heap_mod.ROWS:,} rows" in heap_does and "every second" in heap_does and heap_mod.RELOAD_S == 1.0
 
 
@@ -55,18 +56,18 @@ def test_apply_gc_raises_only_the_young_threshold_for_threshold_and_tuned():
     saved = gc.get_threshold()
     try:
         for mode in ("default", "frozen"):
-            app_mod.apply_gc(mode)
+            state.apply_gc(mode)
             assert gc.get_threshold() == saved
         for mode in ("threshold", "tuned"):
-            app_mod.apply_gc(mode)
-            assert gc.get_threshold() == (app_mod.GEN0_THRESHOLD, *saved[1:])
+            state.apply_gc(mode)
+            assert gc.get_threshold() == (state.GEN0_THRESHOLD, *saved[1:])
             gc.set_threshold(*saved)
     finally:
         gc.set_threshold(*saved)
 
 
-@pytest.mark.parametrize("mode, after", [("default", None), ("frozen", app_mod.FREEZE_AFTER),
-                                         ("threshold", None), ("tuned", app_mod.FREEZE_AFTER)])
+@pytest.mark.parametrize("mode, after", [("default", None), ("frozen", state.FREEZE_AFTER),
+                                         ("threshold", None), ("tuned", state.FREEZE_AFTER)])
 def test_only_frozen_and_tuned_wait_for_the_warm_up_to_freeze(mode, after):
     from labkit.toyshop.catalog import FakeCatalog
     from labkit.toyshop.dataset import ensure
@@ -93,18 +94,18 @@ def test_each_gc_and_heap_value_on_a_real_service():
         # gc=frozen: nothing frozen and CPython's thresholds until the warm-up is over
         h = _get(frozen, "/health")
         assert h["gc"]["frozen"] == 0 and tuple(h["gc"]["threshold"]) == default
-        assert h["gc"]["freeze_after"] == app_mod.FREEZE_AFTER
-        for _ in range(app_mod.FREEZE_AFTER):
+        assert h["gc"]["freeze_after"] == state.FREEZE_AFTER
+        for _ in range(state.FREEZE_AFTER):
             for svc in (plain, frozen, threshold):
                 _get(svc, "/health")
         h = _get(frozen, "/health")
         # after it: everything alive then is frozen (the snapshot of the moment too, until the next reload frees
         # it: frozen objects are still freed by reference counting); thresholds untouched
-        assert h["gc"]["frozen"] >= base // 2 and h["gc"]["served"] > app_mod.FREEZE_AFTER
+        assert h["gc"]["frozen"] >= base // 2 and h["gc"]["served"] > state.FREEZE_AFTER
         assert tuple(h["gc"]["threshold"]) == default
         # gc=threshold: the young generation's threshold alone, nothing frozen; gc=default: neither
         t = _get(threshold, "/health")["gc"]
-        assert tuple(t["threshold"]) == (app_mod.GEN0_THRESHOLD, *default[1:]) and t["frozen"] == 0
+        assert tuple(t["threshold"]) == (state.GEN0_THRESHOLD, *default[1:]) and t["frozen"] == 0
         p = _get(plain, "/health")
         assert tuple(p["gc"]["threshold"]) == default and p["gc"]["frozen"] == 0 and p["heap"]["rows"] == 0
         # both heaps are reloaded in the background, about once a second

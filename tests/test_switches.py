@@ -58,7 +58,7 @@ def test_the_core_view_is_the_switches_marked_core_and_imports_no_service():
     assert set(VARIANTS) <= set(REQUEST_SWITCHES)
     code = ("import sys, labkit.toyshop.core as core; core.check_variant('layout', 'soa'); "
             "bad = [m for m in sys.modules if m.startswith(('starlette', 'uvicorn', 'labkit.toyshop.app', "
-            "'labkit.service'))]; assert not bad, bad")
+            "'labkit.toyshop.state', 'labkit.service'))]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
 
 

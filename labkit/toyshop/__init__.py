@@ -7,7 +7,8 @@ Modules (import the one you need; nothing heavy is imported here, so the service
 - :mod:`labkit.toyshop.catalog`: the ``Catalog`` protocol, ``CatalogClient``, ``FakeCatalog``;
   :mod:`labkit.toyshop.catalog_server`: the catalog process's app
 - :mod:`labkit.toyshop.export`: ``export_naive`` / ``export_batched`` / ``export_join`` (one signature)
-- :mod:`labkit.toyshop.app`: the order service (Starlette), its state and endpoints; they answer through
+- :mod:`labkit.toyshop.app`: the order service (Starlette), its endpoints, over its state in
+  :mod:`labkit.toyshop.state` (connections, the pool, the caches); they answer through
   :mod:`labkit.toyshop.pipeline`, ``/stats`` counts in :mod:`labkit.toyshop.inflight`, ``/quote`` and
   ``/statement`` read and render with :mod:`labkit.toyshop.quote` and :mod:`labkit.toyshop.statement`
 - :mod:`labkit.toyshop.switches`: its switches (the one table; for users: ``docs/switches.md``)

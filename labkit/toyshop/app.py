@@ -1,7 +1,7 @@
 """The toyshop order service: a Starlette app (served by uvicorn on 127.0.0.1, see :mod:`labkit.service`).
 
-This module holds the service's state (:class:`_Service`: connections, pool, caches) and its endpoints; every
-endpoint answers through :mod:`labkit.toyshop.pipeline` (format, trace, errors), ``/stats`` reads
+This module holds the service's endpoints, over its state (:class:`labkit.toyshop.state.Service`: connections,
+pool, caches); every endpoint answers through :mod:`labkit.toyshop.pipeline` (format, trace, errors), ``/stats`` reads
 :mod:`labkit.toyshop.inflight`, and ``/quote`` and ``/statement`` read and render with
 :mod:`labkit.toyshop.quote` and :mod:`labkit.toyshop.statement`.
 
@@ -44,16 +44,16 @@ is process-wide, so that service serves one request at a time (and one pool thre
 comparable with an uncounted service's.
 
 The process switches ``gc`` and ``heap`` change the process: ``gc=threshold|tuned`` is applied at start
-(:func:`apply_gc`), the freeze of ``gc=frozen|tuned`` after :data:`FREEZE_AFTER` answered requests, and
-``heap=objects|flat`` keeps a snapshot reloaded in the background (:mod:`labkit.toyshop.heap`); ``/health``
-reports both.
+(:func:`labkit.toyshop.state.apply_gc`), the freeze of ``gc=frozen|tuned`` after
+:data:`~labkit.toyshop.state.FREEZE_AFTER` answered requests, and ``heap=objects|flat`` keeps a snapshot
+reloaded in the background (:mod:`labkit.toyshop.heap`); ``/health`` reports both.
 
 How each switch changes a request: ``cache=local`` answers product details from
 :class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
-:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`_Service.with_catalog`, ``stats`` is tallied in
-:meth:`_Service.blocking`'s job by :mod:`labkit.toyshop.tally` (adding ``lock;dur=<wait ms>;count=<acquisitions>``
-to Server-Timing), ``loop`` is the ``/recommendations`` endpoint's; the rest pick a kernel of
-:mod:`labkit.toyshop.export` or :mod:`labkit.toyshop.core`.
+:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`labkit.toyshop.state.Service.with_catalog`, ``stats`` is
+tallied in :meth:`~labkit.toyshop.state.Service.blocking`'s job by :mod:`labkit.toyshop.tally` (adding
+``lock;dur=<wait ms>;count=<acquisitions>`` to Server-Timing), ``loop`` is the ``/recommendations`` endpoint's;
+the rest pick a kernel of :mod:`labkit.toyshop.export` or :mod:`labkit.toyshop.core`.
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ from __future__ import annotations
 import gc
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -76,31 +75,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from labkit import trace as _trace
 from labkit.alloc.census import census_unavailable
 from labkit.errors import BadInputError
-from labkit.looplag import LagMonitor
-from labkit.toyshop import faults, gclog
+from labkit.toyshop import gclog
 from labkit.toyshop.catalog import Catalog, RemoteCatalog
-from labkit.toyshop.db import NotFoundError, ToyshopConnection, connect
+from labkit.toyshop.db import NotFoundError
 from labkit.toyshop.export import EXPORTS, order_detail
-from labkit.toyshop.heap import StockHeap
-from labkit.toyshop.inflight import Counts, InFlight
+from labkit.toyshop.inflight import InFlight
 from labkit.toyshop.openapi import openapi_schema
 from labkit.toyshop.pipeline import (
     BadParam,
-    Overloaded,
-    Pipeline,
     Raw,
     customer_or_lines,
     http_error,
     int_param,
 )
-from labkit.toyshop.productcache import OFFLINE, ProductCache, WouldBlock
 from labkit.toyshop.quote import MAX_QUOTE_LINES, quote_payload, quote_rows
 from labkit.toyshop.readouts import loop_endpoint, tally_endpoint
 from labkit.toyshop.recommend import bought, recommend
-from labkit.toyshop.reqlog import RequestLog
+from labkit.toyshop.state import Service
 from labkit.toyshop.statement import (
     MAX_STATEMENT_LINES,
     render_statement,
@@ -108,169 +101,13 @@ from labkit.toyshop.statement import (
     synthetic_statement,
 )
 from labkit.toyshop.statement import MEDIA_TYPE as _CSV
-from labkit.toyshop.switches import REQUEST_SWITCHES, check, resolve, with_preset
-from labkit.toyshop.tally import Tally
-from labkit.toyshop.wiring import BufferPool, ConfigCache, trim_export
+from labkit.toyshop.switches import resolve
+from labkit.toyshop.wiring import trim_export
 from labkit.trace import span
 
-__all__ = ["create_app", "apply_gc"]
+__all__ = ["create_app"]
 
-_clock = time.perf_counter_ns
 _KEY = re.compile(r"[A-Za-z0-9._-]{1,128}")
-
-
-#: ``gc=frozen`` / ``gc=tuned`` freeze once the service has answered this many requests (its warm-up).
-FREEZE_AFTER = 100
-#: ``gc=threshold`` / ``gc=tuned``: the young generation's threshold (CPython's default is printed by
-#: ``gc.get_threshold()``: 700 up to 3.13, 2000 on 3.14).
-GEN0_THRESHOLD = 50_000
-
-
-def apply_gc(mode: str) -> None:
-    """Process switch ``gc``, the part applied at start: ``threshold`` and ``tuned`` raise only the young
-    generation's threshold to :data:`GEN0_THRESHOLD` (the older generations' stay as they are); ``default`` and
-    ``frozen`` change nothing here. The freeze of ``frozen`` and ``tuned`` comes after warm-up, not at start:
-    :meth:`_Service.answered`."""
-    if mode in ("threshold", "tuned"):
-        gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
-
-
-class _Service:
-    """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
-
-    def __init__(self, db_path: Path, catalog: RemoteCatalog, settings: dict[str, Any], io_threads: int,
-                 request_log: Path | str | None = None, immutable: bool = True) -> None:
-        self.db_path, self.catalog, self.settings, self.immutable = db_path, catalog, settings, immutable
-        self.concurrent_catalog = catalog.with_concurrency(io_threads)
-        self._local = threading.local()
-        self._limiter: anyio.CapacityLimiter | None = None
-        self._in_flight = 0  # touched only on the event loop thread
-        queue = settings["queue"]
-        self._max_in_flight = None if queue == "unbounded" else settings["pool"] + int(queue)
-        self.config_cache = ConfigCache(self._load_config, mode="local")
-        self.counts = Counts()  # GET /stats (in-flight accounting: labkit.toyshop.inflight)
-        self.pool = BufferPool(scribble=settings["scribble"] == "on")  # the statement's buffers=pooled
-        self.hot = _hot_products(db_path)  # the dataset's popular products (the cache's preload, /recommendations)
-        self.product_cache = ProductCache(catalog, preload=self.hot)  # started by its first lookup
-        self.tally = Tally()  # the stats switch's per-request statistics (GET /tally)
-        self._lag: LagMonitor | None = None  # GET /loop's monitor, started on the loop when first asked for
-        self.request_log = RequestLog(request_log)
-        self.heap = StockHeap(settings["heap"]).start()  # heap=objects|flat: the reloaded long-lived snapshot
-        self.served = 0  # requests answered, for the freeze after warm-up (gc=frozen|tuned)
-        self.freeze_after = FREEZE_AFTER if settings["gc"] in ("frozen", "tuned") else None
-        self._respond = Pipeline(settings, self.request_log).respond
-
-    async def respond(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        """How every endpoint answers (:class:`labkit.toyshop.pipeline.Pipeline`), counted for the warm-up."""
-        response = await self._respond(request, *args, **kwargs)
-        self.answered()
-        return response
-
-    def answered(self) -> None:
-        """One more request answered; with ``gc=frozen|tuned``, the :data:`FREEZE_AFTER`-th is the end of the
-        warm-up: collect, then ``gc.freeze()`` everything alive (modules, framework, caches, the heap's snapshot
-        of the moment) into the permanent generation that collections no longer traverse."""
-        self.served += 1
-        if self.served == self.freeze_after:
-            gc.collect()
-            gc.freeze()
-
-    def close(self) -> None:
-        """Stop the product cache's refresher and write every queued access-log line (process shutdown)."""
-        self.product_cache.stop()
-        self.heap.stop()
-        self.request_log.close()
-        self.tally.close()
-        if self._lag is not None:
-            self._lag.stop()
-
-    def lag(self) -> LagMonitor:
-        """The loop's lag monitor, started on the running loop the first time (``/loop``, ``/recommendations``):
-        a service that never serves them never runs the timer."""
-        if self._lag is None:
-            self._lag = LagMonitor().start()
-        return self._lag
-
-    def conn(self) -> ToyshopConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect(self.db_path, immutable=self.immutable)
-        return conn
-
-    def _load_config(self, key: str) -> str | None:
-        row = self.conn().execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
-
-    def catalog_for(self, sw: Mapping[str, str]) -> Catalog:
-        cat = self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
-        return self.product_cache.view(cat) if sw["cache"] == "local" else cat
-
-    def switches(self, request: Request, extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
-        """The request's switches (process defaults overridden by query parameters) and its other params."""
-        given: dict[str, str] = {}
-        params: dict[str, str] = {}
-        for key in request.query_params:
-            values = request.query_params.getlist(key)
-            if len(values) > 1:
-                raise BadParam(key, f"parameter {key!r} given {len(values)} times; give it once")
-            if key in REQUEST_SWITCHES:
-                try:
-                    given[key] = check(key, values[0])
-                except BadInputError as exc:
-                    raise BadParam(key, str(exc)) from None
-            elif key in extra:
-                params[key] = values[0]
-            else:
-                known = ", ".join((*extra, *REQUEST_SWITCHES))
-                raise BadParam(key, f"unknown parameter {key[:40]!r}; this endpoint takes {known}")
-        return with_preset({k: self.settings[k] for k in REQUEST_SWITCHES}, given), params
-
-    async def blocking(self, fn: Callable[[ToyshopConnection], Any], inline: bool = False, *,
-                       sw: Mapping[str, str] | None = None, endpoint: str = "") -> Any:
-        """Run SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait`` — or, with
-        ``inline`` (the ``hop=inline`` switch), right here on the event loop: no hand-off to a thread and back,
-        at the price of holding the loop while the query runs (fine for short queries on a local file). With
-        ``sw``, the work's result is tallied for ``endpoint`` the ``stats`` switch's way, on the same thread."""
-        t_call = _clock()
-
-        def tallied(result: Any) -> Any:
-            if sw is not None and sw["stats"] != "off":
-                self.tally.record(sw["stats"], endpoint, result, _clock() - t_call)
-            return result
-        if inline:
-            return tallied(fn(self.conn()))
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.settings["pool"])
-        if self._max_in_flight is not None and self._in_flight >= self._max_in_flight:
-            raise Overloaded(f"{self._in_flight} requests already in flight (pool {self.settings['pool']} + "
-                             f"queue {self.settings['queue']}); retry later")
-
-        def job() -> Any:
-            _trace.add("wait", _clock() - t_call)
-            with faults.counted():  # this pool thread's faults, for this request's work
-                return tallied(fn(self.conn()))
-        self._in_flight += 1
-        try:
-            return await anyio.to_thread.run_sync(job, limiter=self._limiter)
-        finally:
-            self._in_flight -= 1
-
-    async def with_catalog(self, sw: Mapping[str, str], work: Callable[[ToyshopConnection, Catalog], Any],
-                           endpoint: str = "") -> Any:
-        """``work(conn, catalog)`` with the catalog the switches pick, on the pool — or, with ``hop=inline`` and
-        the product cache, on the event loop as long as every product is a cache hit: a miss needs the catalog
-        (a blocking call), so the work starts again on a pool thread (``hop_retry`` in Server-Timing). Without
-        the cache every product is a catalog call, so ``hop=inline`` changes nothing there."""
-        cat = self.catalog_for(sw)
-        if sw["hop"] != "inline" or sw["cache"] != "local":
-            return await self.blocking(lambda conn: work(conn, cat), sw=sw, endpoint=endpoint)
-        view = self.product_cache.view(OFFLINE)
-        try:
-            return await self.blocking(lambda conn: work(conn, view), inline=True, sw=sw, endpoint=endpoint)
-        except WouldBlock:
-            _trace.add("hop_retry", count=1, desc="a cache miss: the work ran again on the pool")
-            view.catalog = cat.catalog  # the same view: the snapshot's age is reported once
-            return await self.blocking(lambda conn: work(conn, view), sw=sw, endpoint=endpoint)
 
 
 def _reach(catalog: Catalog) -> dict[str, Any]:
@@ -279,20 +116,6 @@ def _reach(catalog: Catalog) -> dict[str, Any]:
     reach = getattr(catalog, "reach", None)
     return reach.as_dict() if reach is not None else {"state": "up", "outages": 0, "failed_calls": 0,
                                                        "since_s": 0.0, "last_error": None}
-
-
-def _hot_products(db_path: Path) -> list[int]:
-    """The dataset's hot products (the product cache preloads them); none for a file without a size."""
-    from labkit.toyshop.dataset import SIZES, hot_products
-
-    conn = connect(db_path)
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'size'").fetchone()
-    except Exception:  # a database without toyshop's meta table: nothing to preload
-        row = None
-    finally:
-        conn.close()
-    return hot_products(row[0]) if row and row[0] in SIZES else []
 
 
 def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping[str, Any] | None = None,
@@ -304,7 +127,7 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
         catalog: the :class:`labkit.toyshop.catalog.RemoteCatalog` to ask for product details: a
             :class:`~labkit.toyshop.catalog.CatalogClient` (or ``FakeCatalog`` in tests).
         variants: the process's switches (``docs/switches.md``); ``gc``'s threshold is applied by the launcher
-            (:func:`apply_gc`), its freeze after warm-up here; ``heap`` starts its reloader here.
+            (:func:`labkit.toyshop.state.apply_gc`), its freeze after warm-up here; ``heap`` starts its reloader here.
         io_threads: how many catalog calls ``io=concurrent`` runs at once.
         request_log: the access-log file for ``log=sync|queued`` (default: a temporary file).
         immutable: the file is never written while the service reads it (a dataset labkit built); False for a
@@ -316,7 +139,7 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
     settings = resolve(variants)
     if settings["alloc"] == "census" and census_unavailable():
         raise BadInputError(f"variant alloc=census cannot count allocations: {census_unavailable()}")
-    svc = _Service(Path(db_path), catalog, settings, io_threads, request_log, immutable)
+    svc = Service(Path(db_path), catalog, settings, io_threads, request_log, immutable)
 
     async def health(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:

@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
         app = create_catalog(args.db, delay_ms=args.catalog_delay_ms)
     else:
-        from labkit.toyshop.app import apply_gc, create_app
+        from labkit.toyshop.app import create_app
         from labkit.toyshop.catalog import CatalogClient
+        from labkit.toyshop.state import apply_gc
 
         variants = json.loads(args.variants)
         app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads,

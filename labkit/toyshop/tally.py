@@ -1,7 +1,7 @@
 """The order service's per-request statistics, as a per-request switch: ``stats=off|locked|short|sharded|queued``.
 
-Every request that does SQLite work is tallied from the pool thread that ran it (in :meth:`_Service.blocking
-<labkit.toyshop.app._Service.blocking>`'s job, so many threads update at once): one more request for its
+Every request that does SQLite work is tallied from the pool thread that ran it (in :meth:`Service.blocking
+<labkit.toyshop.state.Service.blocking>`'s job, so many threads update at once): one more request for its
 endpoint and its variant, the quantity of every order line it read per product (orders and exports), its
 SQLite stage's latency into a histogram (wait for a thread + the work, ms buckets :data:`BOUNDS_MS`) and into a
 window of the :data:`WINDOW` most recent latencies, of which a summary (mean, P50, P99) is made. The variants

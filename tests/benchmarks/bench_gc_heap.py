@@ -25,8 +25,8 @@ import pandas as pd
 from labkit import alloc
 from labkit.machine import fingerprint
 from labkit.service import start
-from labkit.toyshop.app import FREEZE_AFTER
 from labkit.toyshop.heap import ROWS, _build
+from labkit.toyshop.state import FREEZE_AFTER
 
 QUICK = "--quick" in sys.argv
 PATH = "/customers/2/export"
