@@ -8,12 +8,14 @@ than a number measuring something else.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import os
 import threading
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ from labkit.clock import Clock
 from labkit.machine import pinned
 from labkit.results import Saveable
 
-__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "method_of", "run_pair"]
+__all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "method_of", "run_pair", "pipe_pair"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +179,23 @@ def run_pair(a: Callable[[], None], b: Callable[[], None], cpu_a: int | None, cp
         t.join(timeout=10)
     if err:
         raise err[0]
+
+
+@contextlib.contextmanager
+def pipe_pair() -> Iterator[tuple[int, int, int, int, Callable[[], None]]]:
+    """Two pipes for a ping-pong between two threads, ``(r1, w1, r2, w2, unblock)``: ``unblock()`` closes ``w1``,
+    so a peer blocked reading ``r1`` reads EOF and returns (:func:`run_pair`'s ``unblock``); every end still open
+    is closed on exit."""
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    fds = {r1, w1, r2, w2}
+
+    def unblock() -> None:
+        fds.discard(w1)
+        os.close(w1)
+
+    try:
+        yield r1, w1, r2, w2, unblock
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from labkit.latency._harness import Samples, method_of, run_pair, time_each, unavailable
+from labkit.latency._harness import Samples, method_of, pipe_pair, run_pair, time_each, unavailable
 from labkit.machine import pinned, usable_cpus
 
 __all__ = ["lock_contended", "gil_handoff", "asyncio_switch", "thread_start", "process_start"]
@@ -98,39 +98,28 @@ def lock_contended(*, quick: bool = False, rounds: int | None = None) -> Samples
 
 def _gil_handoffs(rounds: int, warm: int, cpu_a: int | None, cpu_b: int | None,
                   settle_ns: int) -> tuple[float, ...]:
-    r1, w1 = os.pipe()
-    r2, w2 = os.pipe()
     stamp = [0]
     seen: list[float] = []
     n = rounds + warm
+    with pipe_pair() as (r1, w1, r2, w2, unblock):
 
-    def peer() -> None:
-        for _ in range(n):
-            if not os.read(r1, 1):             # woken by the other thread's write, then waits for its GIL
-                return
-            seen.append(_clock() - stamp[0])   # the GIL arrived
-            os.write(w2, b"x")
+        def peer() -> None:
+            for _ in range(n):
+                if not os.read(r1, 1):             # woken by the other thread's write, then waits for its GIL
+                    return
+                seen.append(_clock() - stamp[0])   # the GIL arrived
+                os.write(w2, b"x")
 
-    def main() -> None:
-        for _ in range(n):
-            os.write(w1, b"x")
-            until = _clock() + settle_ns       # hold the GIL while the peer wakes and queues for it
-            while _clock() < until:
-                pass
-            stamp[0] = _clock()
-            os.read(r2, 1)                     # releases the GIL (and blocks): the waiting peer takes it
+        def main() -> None:
+            for _ in range(n):
+                os.write(w1, b"x")
+                until = _clock() + settle_ns       # hold the GIL while the peer wakes and queues for it
+                while _clock() < until:
+                    pass
+                stamp[0] = _clock()
+                os.read(r2, 1)                     # releases the GIL (and blocks): the waiting peer takes it
 
-    fds = {w1, r1, r2, w2}
-
-    def unblock() -> None:  # the peer reads EOF and returns
-        fds.discard(w1)
-        os.close(w1)
-
-    try:
-        run_pair(main, peer, cpu_a, cpu_b, unblock)
-    finally:
-        for fd in fds:
-            os.close(fd)
+        run_pair(main, peer, cpu_a, cpu_b, unblock)  # the peer reads EOF when main ends early
     return tuple(seen[warm:])
 
 

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from labkit.latency._harness import Samples, method_of, python_cost, run_pair, unavailable
+from labkit.latency._harness import Samples, method_of, pipe_pair, python_cost, run_pair, unavailable
 from labkit.machine import usable_cpus
 
 __all__ = ["syscall", "lock_uncontended", "context_switch", "page_fault"]
@@ -50,35 +50,24 @@ def lock_uncontended(*, quick: bool = False, number: int | None = None, repeats:
 
 
 def _ping_pong(cpu_a: int | None, cpu_b: int | None, rounds: int, warm: int) -> tuple[float, ...]:
-    r1, w1 = os.pipe()
-    r2, w2 = os.pipe()
     out: list[float] = []
+    with pipe_pair() as (r1, w1, r2, w2, unblock):
 
-    def pong() -> None:
-        for _ in range(rounds + warm):
-            if not os.read(r1, 1):
-                return
-            os.write(w2, b"x")
+        def pong() -> None:
+            for _ in range(rounds + warm):
+                if not os.read(r1, 1):
+                    return
+                os.write(w2, b"x")
 
-    def ping() -> None:
-        for i in range(rounds + warm):
-            t0 = time.perf_counter_ns()
-            os.write(w1, b"x")
-            os.read(r2, 1)
-            if i >= warm:
-                out.append((time.perf_counter_ns() - t0) / 2)
+        def ping() -> None:
+            for i in range(rounds + warm):
+                t0 = time.perf_counter_ns()
+                os.write(w1, b"x")
+                os.read(r2, 1)
+                if i >= warm:
+                    out.append((time.perf_counter_ns() - t0) / 2)
 
-    fds = {r1, w1, r2, w2}
-
-    def unblock() -> None:  # the pong thread sees EOF and exits
-        fds.discard(w1)
-        os.close(w1)
-
-    try:
-        run_pair(ping, pong, cpu_a, cpu_b, unblock)
-    finally:
-        for fd in fds:
-            os.close(fd)
+        run_pair(ping, pong, cpu_a, cpu_b, unblock)  # the pong thread reads EOF when ping ends early
     return tuple(out)
 
 
