@@ -332,6 +332,16 @@ class ZealSwitch:
     def off(self) -> None:
         self._set(False)
 
+    def patched(self, fn: Any) -> Any:
+        """*fn* as a function that runs it with zeal's patches on, and off again after."""
+        def run() -> Any:
+            self.on()
+            try:
+                return fn()
+            finally:
+                self.off()
+        return run
+
     def __len__(self) -> int:
         return len(self._changes)
 
@@ -392,11 +402,7 @@ def django_overhead(rounds: int) -> None:
     user = apps.get_model("bench", "User")
     for name, loop in (("many-to-many", lambda: [list(u.following.all()) for u in user.objects.all()]),
                        ("reverse foreign key", lambda: [list(u.posts.all()) for u in user.objects.all()])):
-        switch.on()
-        try:
-            on = switch.caught(loop)
-        finally:
-            switch.off()
+        on = switch.patched(lambda loop=loop: switch.caught(loop))()
         if not on or switch.caught(loop):  # zeal's check must run with its patches on, and only then
             raise SystemExit(f"ZealSwitch: zeal's {name} check did not follow its patches (on: {on}); "
                              "the comparison would not measure zeal")
@@ -405,21 +411,8 @@ def django_overhead(rounds: int) -> None:
         with zeal.zeal_context(), zeal.zeal_ignore():
             workload()
 
-    def zeal_whole() -> None:  # zeal as its users have it: patched at start-up, then its context
-        switch.on()
-        try:
-            zeal_watched()
-        finally:
-            switch.off()
-
-    def patched(fn: Any) -> Any:
-        def run() -> None:
-            switch.on()
-            try:
-                fn()
-            finally:
-                switch.off()
-        return run
+    zeal_whole = switch.patched(zeal_watched)  # zeal as its users have it: patched at start-up, then its context
+    patched = switch.patched
 
     def switched_bare() -> None:  # the control: what switching costs a run (type caches refilled), zeal aside
         switch.on()
