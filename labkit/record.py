@@ -165,7 +165,7 @@ class Experiment(Saveable):
         if self.is_template:
             message = (f"experiment {self.title!r} not saved: its hypothesis still says TODO — write yours (what "
                        "you expect to change, by how much, and why), then run the cell again")
-            from labkit import guesses
+            from labkit import guesses  # here, not at the top: importing it hooks IPython's cell events
 
             if guesses.ipython() is not None:  # a notebook: shown in the cell's output
                 guesses.notice(message, tone="todo")
