@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.errors import BadInputError
+from labkit.progress import ipython
 
 __all__ = ["UNATTENDED_S", "Guess", "Summary", "noted", "recorded", "beside", "against", "summary", "forget"]
 
@@ -111,15 +112,6 @@ def _html(text: str, tone: str = "alarm") -> str:
     line, fill = _TONES[tone]
     return (f"<div style='border:3px solid {line};background:{fill};padding:8px;font-weight:bold;color:{line}'>"
             f"{escape(text)}</div>")
-
-
-def ipython() -> Any:
-    """The running IPython shell (a notebook's kernel), or None (a script, a test, no IPython installed)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    return get_ipython()
 
 
 def notice(text: str, *, tone: str = "alarm") -> None:

@@ -59,6 +59,24 @@ def _to_terminal() -> bool:
     return os.environ.get("PERFLAB_PROGRESS_TO") == "stderr"
 
 
+def ipython() -> Any:
+    """The running IPython shell (a notebook's kernel), or None (a script, a test, no IPython installed)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def notes() -> Any:
+    """Where a long helper's lines about its progress go (a probe done, a dataset built): the terminal's stderr
+    inside a ``labkit report`` run, as its bars; the cell's output in a notebook (JupyterLab draws stderr red,
+    as if the cell had failed); elsewhere stderr, so that stdout carries only results."""
+    if _to_terminal():
+        return sys.__stderr__
+    return sys.stdout if ipython() is not None else sys.stderr
+
+
 def new_bar(total: float, desc: str, unit: str, **options: Any) -> Any:
     """A tqdm bar, shown: text on the terminal's stderr inside a ``labkit report`` run, else ``tqdm.auto`` (a
     widget in Jupyter). For a helper that decided to show one (:func:`show_progress`); ``options`` go to tqdm."""

@@ -133,3 +133,13 @@ def test_skewed_keys_are_80_20_and_deterministic(small):
     conn = sqlite3.connect(small)
     assert conn.execute("SELECT COUNT(*) FROM config WHERE key = ?", (keys[0],)).fetchone()[0] == 1
     assert config_key(8) == "cfg.pricing.000008"
+
+
+def test_in_a_notebook_the_build_lines_go_to_the_cells_output_not_stderr(tmp_path, capsys, monkeypatch):
+    # JupyterLab draws stderr red, as if the cell had failed: a first-use build is news, not an error
+    import labkit.progress
+
+    monkeypatch.setattr(labkit.progress, "ipython", lambda: object())  # a kernel's shell
+    ensure("small", directory=tmp_path)
+    out, err = capsys.readouterr()
+    assert "building the small toyshop dataset" in out and "built" in out and err == ""

@@ -226,6 +226,18 @@ def test_tcp_loopback_round_trip_is_microseconds():
     assert 1_000 < r.median_ns < 5_000_000, r
 
 
+def test_in_a_notebook_the_per_probe_lines_go_to_the_cells_output_not_stderr(capsys, monkeypatch):
+    # JupyterLab draws stderr red, as if the cell had failed: a probe finishing (or a busy machine) is no error
+    import labkit.progress
+
+    monkeypatch.setattr(labkit.progress, "ipython", lambda: object())  # a kernel's shell
+    monkeypatch.setattr("labkit.latency.ladder._load", lambda: 99.0)
+    table(quick=True, progress=True, include=["syscall"])
+    out, err = capsys.readouterr()
+    assert "syscall " in out and "warning: the machine was busy" in out
+    assert "syscall " not in err and "warning" not in err
+
+
 def test_busy_machine_warning_says_what_to_do():
     from labkit.latency.ladder import busy_warning
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -169,8 +168,9 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
     Args:
         quick: smaller working sets, files and sample counts (faster, noisier).
         progress: show a progress bar (a widget in Jupyter, a text bar in a terminal) and one line per
-            probe as it finishes — all on stderr, so stdout carries only the result. By default inside a
-            notebook (:mod:`labkit.progress`); ``labkit latency`` shows it unless ``--no-progress``.
+            probe as it finishes — on stderr, so stdout carries only the result (in a notebook, in the cell's
+            output: :func:`labkit.progress.notes`). By default inside a notebook (:mod:`labkit.progress`);
+            ``labkit latency`` shows it unless ``--no-progress``.
         include: run only these probes (names of :data:`PROBES`), e.g. ``{"cache", "syscall"}``.
         exclude: skip these probes (e.g. ``{"http"}`` when toyshop is not wanted).
         dir: where the disk and SQLite probes make their temporary files (default: the system temp folder;
@@ -182,7 +182,7 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
     """
     from labkit.errors import BadInputError
     from labkit.machine import fingerprint
-    from labkit.progress import new_bar, show_progress
+    from labkit.progress import new_bar, notes, show_progress
 
     progress = show_progress(progress)
     names = list(PROBES) if include is None else list(include)
@@ -213,12 +213,12 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
         seconds[name] = time.perf_counter() - t0
         if progress:
             summary = ", ".join(f"{r.key} {_fmt(r.median_ns)}" for r in got)
-            bar.write(f"{name:<15} {seconds[name]:5.1f} s  {summary}", file=sys.stderr)
+            bar.write(f"{name:<15} {seconds[name]:5.1f} s  {summary}", file=notes())
         bar.update()
     bar.close()
     busy = busy_warning(load_before, _load(), os.cpu_count() or 1)
     if busy and progress:
-        print(f"warning: {busy}", file=sys.stderr, flush=True)
+        print(f"warning: {busy}", file=notes(), flush=True)
     return LatencyTable(tuple(rows), curve, quick, time.perf_counter() - start, seconds, fingerprint(),
                         (busy,) if busy else ())
 

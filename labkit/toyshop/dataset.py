@@ -21,12 +21,12 @@ import fcntl
 import os
 import random
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from labkit.errors import BadInputError, ResultsError
+from labkit.progress import notes
 
 __all__ = ["SIZES", "LADDER", "SCHEMA_VERSION", "data_dir", "db_path", "ensure", "build", "verify",
            "config_key", "skewed_config_keys", "hot_products", "HOT_FRACTION", "HOT_SHARE", "ladder"]
@@ -326,11 +326,11 @@ def ensure(size: str = "small", *, directory: Path | str | None = None, quiet: b
             t0 = time.perf_counter()
             if not quiet:
                 print(f"labkit: building the {size} toyshop dataset at {path} because {problem} ...",
-                      file=sys.stderr, flush=True)
+                      file=notes(), flush=True)
             build(size, path)
             if not quiet:
                 print(f"labkit: built {path} ({path.stat().st_size / 1e6:.1f} MB) in "
-                      f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+                      f"{time.perf_counter() - t0:.1f} s", file=notes(), flush=True)
     key = _stamp(path)
     if key is not None:
         _verified.add(key)
