@@ -23,7 +23,8 @@ of a load generated for that run (hot customers included), the interpreter's swi
 2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
 3. **the wait budget** — on a load nobody has seen, the time each add spends *waiting* (its time minus its own
    audit write, both timed by the grader: the write by the audit trail it hands you) at P90 at most
-   ``wait_budget_x`` × the median audit write. A lock held across the write makes every add wait for the others';
+   ``wait_budget_x`` × the median audit write, each caller pausing one audit write between its adds (its other
+   work). A lock held across the write makes every add wait for the others';
 4. **faster at P99 end to end** — interleaved rounds of the baseline and your ledger on fresh loads, each round's
    P99 of an add as its caller sees it, compared by :func:`labkit.compare`: ``faster`` by ``required_speedup``,
    every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged on the effect).
@@ -194,12 +195,14 @@ def _describe(e: BaseException) -> str:
 
 
 def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]]], *, hold_ms: float = HOLD_MS,
-           switch_s: float = SWITCH_S, timeout_s: float = 20.0) -> Stress:
+           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0) -> Stress:
     """Run ``ledger(audit)`` under the grader's stress: one thread per share of ``load`` (a list of
     ``(customer_id, points)`` per thread), released together, the switch interval at :data:`SWITCH_S`; then
-    ``balances()``. Never raises what the ledger raises: a failed run says why in ``error``."""
+    ``balances()``. With ``think_ms``, each thread pauses that long after each add (its caller's other work);
+    without, its adds come back to back. Never raises what the ledger raises: a failed run says why in
+    ``error``."""
     audit, lines, took, taken = _trail(hold_ms / 1e3)
-    clock = _CLOCK
+    clock, think_s = _CLOCK, think_ms / 1e3
     lat: list[list[int]] = [[] for _ in load]
     wait: list[list[int]] = [[] for _ in load]
     errors: list[str] = []
@@ -217,6 +220,8 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
                 t1 = clock()
                 mine.append(t1 - t0)
                 waited.append(t1 - t0 - taken())
+                if think_s:
+                    _SLEEP(think_s)
         except BaseException as e:  # the learner's code: reported, never raised in the grader's thread
             errors.append(f"add raised {_describe(e)}")
 
@@ -352,6 +357,12 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     def base(load: list[list[tuple[int, int]]]) -> Stress:
         return stress(baseline, load, hold_ms=hold_ms)
 
+    def paced(load: list[list[tuple[int, int]]]) -> Stress:
+        # the budget's load: each caller's adds one audit write apart, so that an add's wait is its queue for the
+        # ledger; back to back, a ledger whose add is nearly free (a queue to a writer thread) would be charged
+        # its callers' queue for the GIL instead
+        return stress(my_ledger, load, hold_ms=hold_ms, think_ms=hold_ms)
+
     def sized() -> list[list[tuple[int, int]]]:
         return _load(rng, band(rng, threads, 0.25), adds)
 
@@ -383,7 +394,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
 
         def within_budget() -> Item:
             load = sized()
-            got = run(yours, load)
+            got = run(paced, load)
             if (where := _problem(got, load)) is not None:
                 return failed(f"wrong answer on the budget's load: {where}", criterion="budget")
             p90, write = float(_PERCENTILE(got.wait_ns, 90)), max(got.write_ns, 1.0)
