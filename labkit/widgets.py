@@ -219,7 +219,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     import ipywidgets as w
 
     from labkit import charts
-    from labkit.microbench import bench
+    from labkit.measure.microbench import bench
 
     controls = {
         "n": w.Dropdown(options=[("1,000 items", 1_000), ("10,000 items", 10_000), ("100,000 items", 100_000)],
@@ -235,7 +235,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     def measure(params: dict[str, Any], progress: Progress) -> Any:
         import random
 
-        from labkit.microbench import BenchResult
+        from labkit.measure.microbench import BenchResult
 
         data = random.Random(0).sample(range(params["n"] * 10), params["n"])
         kind = params["neighbour"]
@@ -299,7 +299,7 @@ class _Neighbour:
             import subprocess
             import sys
 
-            from labkit.machine import usable_cpus
+            from labkit.measure.machine import usable_cpus
 
             cores = len(usable_cpus())
             self._procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(NEIGHBOUR_MAX_S)])

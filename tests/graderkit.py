@@ -25,7 +25,7 @@ lab's baseline (which answers right, slowly) so that every lab can use those tha
   answer's type), :func:`always_equal` (``__eq__`` says True to everything);
 * :func:`tampering_lab` (replaces the lab module's names: the baseline slowed, the kit's functions faked),
   :func:`tampering_code` (swaps the baseline's ``__code__``), :func:`tampering_labkit` (``labkit.compare``,
-  ``labkit.check``'s functions, ``time.perf_counter_ns``);
+  ``labkit.grading.kit``'s functions, ``time.perf_counter_ns``);
 * :func:`mutating` (changes a shared object, or unhooks a meter, before doing the honest work);
 * :func:`malformed` (answers that break naive graders: None, raising ``__eq__``/``__repr__``, a
   self-containing list, ``SystemExit``).
@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.check import CheckResult
+from labkit.grading.kit import CheckResult
 
 __all__ = ["memoised", "hard_coded", "size_gated", "count_gated", "stack_gated", "lazy", "subclassed",
            "always_equal", "tampering_lab", "tampering_code", "tampering_labkit", "mutating", "malformed",
@@ -302,7 +302,7 @@ def _slowed(fn: Callable[..., Any], factor: float = 10.0) -> Callable[..., Any]:
 
 
 def _fake_pass(*args: Any, **kwargs: Any) -> Any:
-    from labkit.check import passed
+    from labkit.grading.kit import passed
 
     return passed("(faked by the learner)")
 
@@ -349,13 +349,13 @@ def tampering_code(honest: Callable[..., Any], lab: types.ModuleType, baseline: 
 
 
 def tampering_labkit(honest: Callable[..., Any]) -> Callable[..., Any]:
-    """On its first call, replaces ``labkit.compare`` (baseline made 10× slower), ``labkit.check``'s functions
+    """On its first call, replaces ``labkit.compare`` (baseline made 10× slower), ``labkit.grading.kit``'s functions
     (they pass) and ``time.perf_counter_ns``/``perf_counter`` (a clock that runs at a tenth of the speed while
     this function runs); then answers honestly."""
     import labkit
-    import labkit.check
+    import labkit.grading.kit
 
-    compare_module = sys.modules["labkit.comparison"]  # `labkit.compare` is the function, re-exported
+    compare_module = sys.modules["labkit.measure.comparison"]  # `labkit.compare` is the function, re-exported
     real_ns, credit, inside = time.perf_counter_ns, [0], [0]
 
     def slow_clock_ns() -> int:
@@ -371,8 +371,8 @@ def tampering_labkit(honest: Callable[..., Any]) -> Callable[..., Any]:
         out: list[tuple[Any, str, Any]] = [(compare_module, "compare", compare), (labkit, "compare", compare),
                                            (time, "perf_counter_ns", slow_clock_ns),
                                            (time, "perf_counter", lambda: slow_clock_ns() / 1e9)]
-        return out + [(labkit.check, n, _fake_pass if n != "difference" else (lambda *a, **k: None))
-                      for n in _KIT if hasattr(labkit.check, n)]
+        return out + [(labkit.grading.kit, n, _fake_pass if n != "difference" else (lambda *a, **k: None))
+                      for n in _KIT if hasattr(labkit.grading.kit, n)]
 
     patches = _Patches(make)
 

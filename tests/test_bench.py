@@ -4,7 +4,7 @@ import pytest
 
 import labkit
 from labkit.errors import BadInputError, LabkitError
-from labkit.microbench import BenchResult, bench
+from labkit.measure.microbench import BenchResult, bench
 
 
 def test_bench_with_fake_clock_gives_exact_numbers(clock):

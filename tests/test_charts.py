@@ -4,9 +4,9 @@ import pytest
 
 import labkit
 from labkit import charts
-from labkit.comparison import compare
 from labkit.errors import BadInputError
-from labkit.microbench import BenchResult
+from labkit.measure.comparison import compare
+from labkit.measure.microbench import BenchResult
 
 
 class Measured:
@@ -72,7 +72,7 @@ def test_time_axes_are_in_the_unit_a_reader_would_pick_from_the_data(median_ns, 
 
 
 def test_duration_unit_reads_the_median_of_what_it_is_given():
-    from labkit.stats import duration_unit
+    from labkit.measure.stats import duration_unit
 
     assert duration_unit([999, 1_000, 1_001]) == (1e3, "µs")
     assert duration_unit([1e6, 2e6, 5e9]) == (1e6, "ms")          # one slow outlier does not set the unit

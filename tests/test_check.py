@@ -1,4 +1,4 @@
-"""The grader kit itself (labkit.check): exact comparison, one code path for every call, meters, the prediction,
+"""The grader kit itself (labkit.grading.kit): exact comparison, one code path for every call, meters, the prediction,
 sealing — and a toy exercise built on it, graded against every generic cheat of tests/graderkit.py."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from graderkit import assert_grader, hard_coded, mutating, run_cases, standard_cheats
 
-import labkit.check as kit
-from labkit.check import Meter, Runner, difference
-from labkit.comparison import compare
-from labkit.record import Experiment
+import labkit.grading.kit as kit
+from labkit.grading.kit import Caller, Meter, difference
+from labkit.learner.record import Experiment
+from labkit.measure.comparison import compare
 
 # ---- difference: exact types, compared by the kit -------------------------------------------------------------
 
@@ -62,7 +62,7 @@ def test_difference_on_containers_arrays_and_floats():
     assert difference(a, a.view(type("Sub", (np.ndarray,), {}))).startswith("the answer: expected type numpy.ndarray")
 
 
-# ---- the runner: one code path, errors as values ---------------------------------------------------------------
+# ---- the caller: one code path, errors as values ---------------------------------------------------------------
 
 def test_every_call_runs_in_one_worker_thread_through_the_same_frames():
     stacks = []
@@ -79,7 +79,7 @@ def test_every_call_runs_in_one_worker_thread_through_the_same_frames():
         def __exit__(self, *exc):
             self.amount = 1.0
 
-    with Runner() as r:
+    with Caller() as r:
         assert r.call(probe, (1,)).value == 1
         m = Counting()
         assert r.call(probe, (2,), m).value == 2 and m.amount == 1.0
@@ -133,7 +133,7 @@ _TOY = """
 import random
 import sys
 
-from labkit.check import Exercise, Meter, Runner, answers, band, fresh_seed, metered, planned, prediction, seal, timed
+from labkit.grading.kit import Exercise, Meter, Caller, answers, band, fresh_seed, metered, planned, prediction, seal, timed
 
 
 def baseline(items):
@@ -184,15 +184,15 @@ def check(solution, experiment=None, seed=None):
              *((make(rng.randrange(20, 300), rng.randrange(2**31)),) for _ in range(rng.randint(2, 4))),
              (make(n, rng.randrange(2**31)),)]
     unseen, base = rng.randrange(2**31), rng.randrange(2**31)
-    with Runner() as runner:
+    with Caller() as caller:
         def fast():
-            item = timed(runner, baseline, solution, inputs=lambda k: (make(n, base + k),), required_speedup=2.0,
+            item = timed(caller, baseline, solution, inputs=lambda k: (make(n, base + k),), required_speedup=2.0,
                          rounds=6, rng=rng, what="toy")
             return item, prediction(experiment, item.detail, save=False)
         return EXERCISE.grade(
-            lambda: answers(runner, solution, baseline, cases),
+            lambda: answers(caller, solution, baseline, cases),
             lambda: planned(experiment),
-            lambda: metered(runner, solution, baseline, lambda: (make(n, unseen),), meter=Lines, unit="lines",
+            lambda: metered(caller, solution, baseline, lambda: (make(n, unseen),), meter=Lines, unit="lines",
                             what="an unseen input", max_fraction=0.5, floor=0),
             fast)
 
@@ -233,7 +233,7 @@ def test_nothing_the_cheats_patch_is_left_patched():
 
     import labkit
 
-    compare_module = sys.modules["labkit.comparison"]
+    compare_module = sys.modules["labkit.measure.comparison"]
     before = (compare_module.compare, labkit.compare, time.perf_counter_ns, kit.timed, toy.baseline.__code__)
     run_cases(GRADER_CASES["grade"], reference, baseline, wrong,
               {k: v for k, v in GRADER_CASES["cheats"].items() if "tamper" in k or "code" in k},
@@ -257,16 +257,16 @@ def test_the_timed_and_the_metered_answers_are_checked_too():
         out = reference(items)
         return out[::-1] if calls[0] % 4 == 0 else out  # fast, and wrong on one timed call in four
 
-    with Runner() as runner:
-        item = kit.timed(runner, baseline, sometimes_wrong, inputs=lambda k: (toy.make(1200, k),),
+    with Caller() as caller:
+        item = kit.timed(caller, baseline, sometimes_wrong, inputs=lambda k: (toy.make(1200, k),),
                          required_speedup=2.0, rounds=6, rng=rng)
         assert not item.ok and item.criterion == "speed" and "wrong answer on a timed call" in item.message
-        bad = kit.metered(runner, wrong, baseline, lambda: (toy.make(1200, 99),), meter=toy.Lines, unit="lines",
+        bad = kit.metered(caller, wrong, baseline, lambda: (toy.make(1200, 99),), meter=toy.Lines, unit="lines",
                           what="an unseen input", max_fraction=0.5, floor=0)
         assert not bad.ok and "wrong answer on an unseen input (the metered call)" in bad.message
-        little = kit.metered(runner, reference, baseline, lambda: (toy.make(1200, 98),), meter=toy.Lines,
+        little = kit.metered(caller, reference, baseline, lambda: (toy.make(1200, 98),), meter=toy.Lines,
                              unit="lines", what="an unseen input", max_fraction=1.0, floor=0.01)
         assert not little.ok and "less than 1.0% of the baseline's work" in little.message
         with pytest.raises(ValueError, match="has no budget"):  # a grader without a cap would pass anything
-            kit.metered(runner, reference, baseline, lambda: (toy.make(1200, 97),), meter=toy.Lines, unit="lines",
+            kit.metered(caller, reference, baseline, lambda: (toy.make(1200, 97),), meter=toy.Lines, unit="lines",
                         what="an unseen input")

@@ -3,9 +3,10 @@ import sys
 
 import pytest
 
-from labkit import cli, doctor
+from labkit import cli
 from labkit.cli import doctor as doctor_command
-from labkit.doctor import Check, run_checks
+from labkit.workshop import doctor
+from labkit.workshop.doctor import Check, run_checks
 
 
 def test_help_lists_every_command(capsys):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from labkit.comparison import Comparison, compare, plan_looks, verdict_for
 from labkit.errors import BadInputError
+from labkit.measure.comparison import Comparison, compare, plan_looks, verdict_for
 
 
 class Measured:
@@ -158,7 +158,8 @@ def test_long_comparisons_show_progress_short_ones_do_not(clock, capsys, monkeyp
 def test_a_round_longer_than_the_heartbeat_still_moves_the_bar(clock, monkeypatch):
     import threading
 
-    from labkit import comparison, progress
+    from labkit import progress
+    from labkit.measure import comparison
 
     # GIVEN a comparison's bar, and rounds that last until the bar has been redrawn during them
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)

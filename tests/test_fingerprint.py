@@ -1,4 +1,4 @@
-from labkit.machine import fingerprint
+from labkit.measure.machine import fingerprint
 
 
 def test_fingerprint_describes_machine_and_load():
@@ -13,7 +13,7 @@ def test_fingerprint_describes_machine_and_load():
 def test_cpu_watch_counts_this_process_and_the_rest_of_the_machine():
     import time
 
-    from labkit.machine import CpuWatch
+    from labkit.measure.machine import CpuWatch
 
     # GIVEN a watch, WHEN this process spins for a while
     watch = CpuWatch()

@@ -1,4 +1,4 @@
-"""labkit.guesses: a guess left empty is said once, loudly, when nobody was there to write it (Run All)."""
+"""labkit.learner.guesses: a guess left empty is said once, loudly, when nobody was there to write it (Run All)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from labkit import guesses
 from labkit.errors import BadInputError
+from labkit.learner import guesses
 
 
 class Clock:
@@ -153,7 +153,7 @@ def test_in_a_real_kernel_run_all_shows_the_banner_and_the_count():
 
 def test_against_puts_each_noted_guess_beside_its_measurement_and_plans_beside_theirs(book):
     from labkit import charts
-    from labkit.record import Experiment
+    from labkit.learner.record import Experiment
 
     b, clock = book
     run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_ms=4.0, my_guess_x=None))

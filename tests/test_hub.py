@@ -183,7 +183,7 @@ class Kernel:
 MEASURE = """
 import os, sys
 import labkit
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 print("affinity", sorted(os.sched_getaffinity(0)), flush=True)
 exp = Experiment.plan("sort in place", "list.sort on a copy skips building a second list, so ~0.9 of sorted()",
                       predicted_ratio=0.9)
@@ -221,7 +221,7 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
         for user in ("ada", "bob"):
             records = list((tmp / "home" / user / "results").glob("*.json"))
             assert len(records) == 1, f"{user}: {records}"
-        from labkit import room
+        from labkit.workshop import room
 
         collected = room.collect(tmp / "home")
         assert sorted(e.learner for e in collected.entries) == ["ada", "bob"] and not collected.skipped

@@ -1,4 +1,4 @@
-"""labkit.hub: the hub checks read exact fake cgroup trees (v2 and v1, quota or not, throttled or not)."""
+"""labkit.workshop.hub: the hub checks read exact fake cgroup trees (v2 and v1, quota or not, throttled or not)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cgroup, doctor, hub
-from labkit.cgroup import CpuQuota, cpu_quota
 from labkit.cli import doctor as doctor_cli
-from labkit.hub import Probe, checks
+from labkit.measure import cgroup
+from labkit.measure.cgroup import CpuQuota, cpu_quota
+from labkit.workshop import doctor, hub
+from labkit.workshop.hub import Probe, checks
 
 STAT = "cpu  100 0 50 800 10 0 0 {steal} 0 0\ncpu0 50 0 25 400 5 0 0 0 0 0\n"
 
@@ -223,7 +224,7 @@ def _lab_run(root: Path, lab: str, durations: list[float], *, started: str, pass
 
 
 def test_longest_cells_reads_the_latest_run_of_each_lab_at_each_setting(tmp_path):
-    from labkit.labs import longest_cells
+    from labkit.workshop.culler import longest_cells
 
     # GIVEN two full runs of lab 06 (the later one's longest cell is its third), a QUICK run, and a non-lab
     _lab_run(tmp_path, "06_gc_profiling.ipynb", [1, 50, 2], started="2026-12-01T10:00:00+00:00")
@@ -241,7 +242,8 @@ def test_longest_cells_reads_the_latest_run_of_each_lab_at_each_setting(tmp_path
 
 
 def test_doctor_names_the_labs_whose_cells_outlast_the_culler(tmp_path):
-    from labkit.labs import QUICK_BUDGET_S, longest_cells
+    from labkit.labs import QUICK_BUDGET_S
+    from labkit.workshop.culler import longest_cells
 
     _lab_run(tmp_path, "06_gc_profiling.ipynb", [1, 2, 383], started="2026-12-01T11:00:00+00:00")
     _lab_run(tmp_path, "07_tail_latency.ipynb", [1, 120], started="2026-12-01T11:00:00+00:00")

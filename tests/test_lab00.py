@@ -5,7 +5,7 @@ import pytest
 from graderkit import assert_grader, hard_coded, standard_cheats
 
 from labkit.exercises import lab00
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 
 def planned(ratio=0.05):

@@ -27,7 +27,7 @@ from graderkit import (
 
 from labkit.exercises import lab01
 from labkit.latency import LatencyTable, Samples
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 KIB = 4.4  # the fake order's JSON
 

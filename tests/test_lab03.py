@@ -8,7 +8,7 @@ import pytest
 from graderkit import assert_grader, hard_coded, standard_cheats
 
 from labkit.exercises import lab03
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 pytest.importorskip("memray")  # the allocation budget is a memray census
 

@@ -11,7 +11,7 @@ from graderkit import assert_grader, hard_coded, memoised, mutating, standard_ch
 
 from labkit.errors import BadInputError
 from labkit.exercises import lab04
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 
 def reference(sales: lab04.Sales, start_day: int, end_day: int) -> dict[str, int]:

@@ -13,7 +13,7 @@ from graderkit import (
 )
 
 from labkit.exercises import lab05
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 
 def reference(order):

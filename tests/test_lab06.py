@@ -15,7 +15,7 @@ from graderkit import (
 )
 
 from labkit.exercises import lab06
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 pytest.importorskip("memray")  # the allocation budget is a memray census
 

@@ -14,8 +14,8 @@ import pytest
 from graderkit import always_equal, assert_grader, lazy, malformed, subclassed
 
 from labkit.exercises import lab07
+from labkit.learner.record import Experiment
 from labkit.load import run
-from labkit.record import Experiment
 
 
 def reference(s):

@@ -12,7 +12,7 @@ import orjson
 from graderkit import assert_grader, hard_coded, memoised, mutating, standard_cheats
 
 from labkit.exercises import lab08
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 from labkit.toyshop.db import NotFoundError
 
 

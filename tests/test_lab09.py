@@ -12,7 +12,7 @@ from typing import Any
 from graderkit import assert_grader, mutating, size_gated, standard_cheats
 
 from labkit.exercises import lab09
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 
 
 class Reference:

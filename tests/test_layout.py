@@ -186,7 +186,7 @@ def test_false_sharing_runs_both_placements():
 
 
 def test_false_sharing_needs_two_cpus(monkeypatch):
-    monkeypatch.setattr("labkit.machine.usable_cpus", lambda: [0])
+    monkeypatch.setattr("labkit.measure.machine.usable_cpus", lambda: [0])
     with pytest.raises(ProbeUnavailable, match="two CPUs"):
         layout.FalseSharing()
 

@@ -86,7 +86,7 @@ def _no_delay(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> None:
 
 
 def planned() -> Any:
-    from labkit.record import Experiment
+    from labkit.learner.record import Experiment
 
     return Experiment.plan("order history", "two queries and a catalog call per order (~14 orders: ~44 round trips) "
                            "become 3 queries and 1–2 catalog calls", predicted_ratio=0.2)

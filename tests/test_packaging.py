@@ -136,7 +136,7 @@ def test_no_face_hands_on_a_name_that_hides_one_of_its_modules():
 
 def test_no_package_reaches_into_another_packages_private_module():
     # a private module (labkit/load/_runner.py) is its package's business: others use the package's face
-    # or the shared kit (labkit.progress, labkit.inputs, labkit.stats, labkit.results)
+    # or the shared kit (labkit.progress, labkit.inputs, labkit.measure.stats, labkit.results)
     private = re.compile(r"^\s*(?:from|import)\s+(labkit(?:\.\w+)*)\.(_\w+)", re.M)
     reaches = []
     for path in sorted((ROOT / "labkit").rglob("*.py")):
@@ -145,3 +145,23 @@ def test_no_package_reaches_into_another_packages_private_module():
             if m.group(1) != package and not m.group(2).startswith("__"):
                 reaches.append(f"{path.relative_to(ROOT)} imports {m.group(1)}.{m.group(2)}")
     assert not reaches, "\n".join(reaches)
+
+
+def test_every_moved_module_keeps_its_old_name_as_the_same_module():
+    # GIVEN the modules that moved into a family's package (labkit/__init__.py's table)
+    import importlib
+    import subprocess
+    import sys
+
+    moved = labkit._MOVED
+    assert {"record", "comparison", "check", "hub"} <= set(moved)
+    for old, new in moved.items():
+        # THEN the old dotted name, the attribute and the new name are one module object
+        assert importlib.import_module(f"labkit.{old}") is importlib.import_module(new), old
+        assert getattr(labkit, old) is importlib.import_module(new), old
+        assert not (ROOT / "labkit" / f"{old}.py").exists(), f"labkit/{old}.py is back beside {new}"
+    # AND a fresh interpreter imports the old names the way a notebook does, before anything else of labkit
+    code = ("from labkit.record import Experiment; from labkit.stats import percentiles; import labkit.check as c; "
+            "import labkit.grading.kit as k; assert c is k; import labkit.learner.record as r; "
+            "assert r.Experiment is Experiment")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 import labkit
-from labkit.comparison import compare
 from labkit.errors import BadInputError, ResultsError, ResultsWarning
-from labkit.record import Experiment, experiments
+from labkit.learner.record import Experiment, experiments
+from labkit.measure.comparison import compare
 from labkit.results import write_json_atomic
 
 
@@ -122,7 +122,7 @@ def test_right_direction_but_wrong_size_is_refuted():
 
 
 def test_judge_works_on_the_size_of_the_effect_with_the_measured_interval():
-    from labkit.record import judge
+    from labkit.learner.record import judge
 
     # the two cases: measured 0.46 (interval 0.43–0.49), a speed-up
     assert judge(0.9, "faster", (0.43, 0.49)) == "refuted"  # a 10 % saving predicted, 54 % measured
@@ -155,11 +155,11 @@ def test_in_a_notebook_the_unsaved_template_is_an_amber_notice_not_a_red_stderr_
     # GIVEN a notebook kernel (JupyterLab draws anything on stderr red, as if the cell had failed)
     import warnings
 
-    import labkit.guesses
+    import labkit.learner.guesses
 
     shown = []
-    monkeypatch.setattr(labkit.guesses, "ipython", lambda: object())  # a kernel's shell
-    monkeypatch.setattr(labkit.guesses, "notice", lambda text, tone="alarm": shown.append((text, tone)))
+    monkeypatch.setattr(labkit.learner.guesses, "ipython", lambda: object())  # a kernel's shell
+    monkeypatch.setattr(labkit.learner.guesses, "notice", lambda text, tone="alarm": shown.append((text, tone)))
     todo = Experiment.plan("orjson", "TODO: your napkin math", predicted_ratio=0.8)
     # WHEN the template is saved THEN nothing is written, no warning is raised, and the notice says what to do
     with warnings.catch_warnings():
@@ -170,7 +170,7 @@ def test_in_a_notebook_the_unsaved_template_is_an_amber_notice_not_a_red_stderr_
 
 
 def test_the_todo_notice_renders_amber_html_beside_its_text():
-    from labkit.guesses import _html
+    from labkit.learner.guesses import _html
 
     html = _html("experiment 'x' not saved: <TODO>", "todo")
     assert "#fff8c5" in html and "&lt;TODO&gt;" in html and "#cf222e" not in html

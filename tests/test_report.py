@@ -16,9 +16,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from labkit.comparison import compare
 from labkit.errors import BadInputError, NotebookError
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
+from labkit.measure.comparison import compare
 from labkit.report import build, concluded_in, diff, new_review, render
 from labkit.report.baseline import Concluded
 from labkit.report.review import TEMPLATE

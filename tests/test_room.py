@@ -8,10 +8,11 @@ import os
 
 import pytest
 
-from labkit import Comparison, cli, room
+from labkit import Comparison, cli
 from labkit.cli import room as room_cli
-from labkit.record import Experiment
+from labkit.learner.record import Experiment
 from labkit.report.static import external_resources
+from labkit.workshop import room
 
 QUIET = {"load_average": [0.2, 0.2, 0.2], "cores_usable": 2, "cpu_throttled_us": 1000}
 

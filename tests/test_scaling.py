@@ -1,4 +1,4 @@
-"""labkit.scaling: a size sweep on a fake clock — exact medians, time per item, bytes/s and the crossover."""
+"""labkit.measure.scaling: a size sweep on a fake clock — exact medians, time per item, bytes/s and the crossover."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from labkit.errors import BadInputError
-from labkit.scaling import SizeSweep, size_in_bytes, sweep_sizes
+from labkit.measure.scaling import SizeSweep, size_in_bytes, sweep_sizes
 
 
 def test_the_sweep_gives_time_per_item_throughput_and_where_two_candidates_cross(clock, tmp_path):

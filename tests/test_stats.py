@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from labkit.errors import BadInputError, LabkitError
-from labkit.stats import format_duration, percentiles, ratio_of_medians, spread
+from labkit.measure.stats import format_duration, percentiles, ratio_of_medians, spread
 
 
 @pytest.mark.parametrize("ns, text", [
@@ -61,6 +61,6 @@ def test_ratio_needs_positive_samples_and_equal_pairs():
     (3 * 2**20 // 2, "1.5 MiB"), (2**30, "1 GiB"), (-2048, "-2 KiB"), (None, "? B"),
 ])
 def test_format_bytes_in_binary_units(n, text):
-    from labkit.stats import format_bytes
+    from labkit.measure.stats import format_bytes
 
     assert format_bytes(n) == text

@@ -50,10 +50,10 @@ from labkit.alloc.census import Census, census_unavailable
 from labkit.alloc.rss import _can_reset, _in_place
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import function, integer
-from labkit.machine import fingerprint
+from labkit.measure.machine import fingerprint
+from labkit.measure.stats import format_bytes
 from labkit.progress import LazySteps
 from labkit.results import Saveable, TextRepr
-from labkit.stats import format_bytes
 
 __all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS"]
 

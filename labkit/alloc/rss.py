@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import BadInputError, ProbeUnavailable
-from labkit.machine import fingerprint
+from labkit.measure.machine import fingerprint
 from labkit.results import Saveable
 
 __all__ = ["RssPeak", "rss_peak"]

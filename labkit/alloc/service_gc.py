@@ -179,8 +179,8 @@ class ProcessComparison(TextRepr, Saveable):
         return len(self.p99_ns[0])
 
     def _cmp(self, which: tuple[tuple[float, ...], tuple[float, ...]], what: str) -> Any:
-        from labkit.comparison import Comparison, verdict_for
-        from labkit.stats import ratio_of_medians
+        from labkit.measure.comparison import Comparison, verdict_for
+        from labkit.measure.stats import ratio_of_medians
 
         a, b = np.asarray(which[0], dtype=float), np.asarray(which[1], dtype=float)
         est = ratio_of_medians(a, b, paired=True, seed=0)
@@ -297,7 +297,7 @@ def compare_processes(baseline: Any, candidate: Any, path: str, *, rate: float, 
     finally:
         if bar is not None:
             bar.close()
-    from labkit.machine import fingerprint
+    from labkit.measure.machine import fingerprint
 
     fp = fingerprint()
 

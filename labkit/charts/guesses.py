@@ -1,5 +1,5 @@
 """The learner's guesses (and plans) beside what was measured: :func:`guesses_chart` draws
-:func:`labkit.guesses.against`'s frame; nothing here measures."""
+:func:`labkit.learner.guesses.against`'s frame; nothing here measures."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ def guesses_chart(frame: pd.DataFrame, title: str = "Your predictions beside the
     the measurement differs from the prediction.
 
     Args:
-        frame: :func:`labkit.guesses.against`'s DataFrame.
+        frame: :func:`labkit.learner.guesses.against`'s DataFrame.
     """
     missing = [c for c in _COLUMNS if c not in frame.columns]
     if missing:
-        raise BadInputError(f"guesses_chart draws labkit.guesses.against(...)'s frame; this one lacks {missing}")
+        raise BadInputError(f"guesses_chart draws labkit.learner.guesses.against(...)'s frame; this one lacks {missing}")
     if frame.empty:
         raise BadInputError("nothing to draw: pass guesses.against({...}) with at least one measured guess")
     df = frame.copy()

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from labkit.errors import BadInputError
-from labkit.stats import duration_unit
+from labkit.measure.stats import duration_unit
 
 __all__ = ["distribution_chart", "cdf_chart", "percentile_chart", "ab_chart", "predicted_vs_measured_chart",
            "predicted_vs_measured", "as_frame", "in_unit"]
@@ -27,7 +27,7 @@ def as_frame(result: Any) -> pd.DataFrame:
 
 def in_unit(df: pd.DataFrame, ns: str = "ns") -> tuple[pd.DataFrame, str]:
     """``df`` with a ``time`` column: its ``ns`` column in the unit a reader would pick for these values
-    (:func:`labkit.stats.duration_unit`: ns, µs, ms or s, the median between 1 and 1000), and that axis title,
+    (:func:`labkit.measure.stats.duration_unit`: ns, µs, ms or s, the median between 1 and 1000), and that axis title,
     e.g. ``"time (ms)"``."""
     scale, unit = duration_unit(df[ns])
     df = df.copy()
@@ -126,7 +126,7 @@ def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measur
                           ) -> alt.Chart:
     """Grouped bars of the **effect**: for each ``experiment``, the time each ``kind`` (e.g. "your guess",
     "model", "measured") says the candidate saves, ``1 − ratio`` (50 % = twice as fast; negative = slower) —
-    the scale on which :func:`labkit.record.judge` compares a prediction with a measurement. The measured
+    the scale on which :func:`labkit.learner.record.judge` compares a prediction with a measurement. The measured
     interval is drawn as a rule when the frame has ``ratio_lo`` and ``ratio_hi`` (a comparison's ``ci``).
 
     Args:

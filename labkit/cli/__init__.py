@@ -1,6 +1,6 @@
 """``labkit <command>``: a thin dispatcher; each command is a module of this package with ``main(argv) -> int``.
 
-The commands parse their arguments and call the package that does the work (``labkit.doctor``,
+The commands parse their arguments and call the package that does the work (``labkit.workshop.doctor``,
 ``labkit.latency``, ``labkit.report``, ``labkit.service`` …); nothing here measures.
 """
 

@@ -1,10 +1,10 @@
-"""``labkit doctor``: run every check of :mod:`labkit.doctor` and print what to do where one fails."""
+"""``labkit doctor``: run every check of :mod:`labkit.workshop.doctor` and print what to do where one fails."""
 
 from __future__ import annotations
 
 import argparse
 
-from labkit import doctor
+from labkit.workshop import doctor
 
 __all__ = ["main"]
 
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
                         "throttling, pinned cores, neighbours, steal, CPU_LIMIT/CPU_GUARANTEE/MEM_LIMIT, culler "
                         "(on by default inside a JupyterHub server)")
     args = parser.parse_args(argv)
-    from labkit import hub
+    from labkit.workshop import hub
 
     results = doctor.run_checks()
     if args.hub or hub.on_hub():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labkit import room as room_module
 from labkit.errors import ResultsError
-from labkit.room import collect, render
+from labkit.workshop import room as room_module
+from labkit.workshop.room import collect, render
 
 __all__ = ["main"]
 

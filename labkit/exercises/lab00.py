@@ -11,11 +11,12 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
-    Runner,
     answers,
     band,
     failed,
@@ -26,7 +27,6 @@ from labkit.check import (
     seal,
     timed,
 )
-from labkit.record import Experiment
 
 __all__ = ["unique_in_order", "check", "make_items", "hint", "solution", "TEMPLATE_HYPOTHESIS"]
 
@@ -127,14 +127,14 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
     cases = _cases(rng, size)
     base = rng.randrange(2**31)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def fast_then_concluded() -> tuple[Item, ...]:
-            item = timed(runner, unique_in_order, solution, inputs=lambda k: (make_items(size, seed=base + k),),
+            item = timed(caller, unique_in_order, solution, inputs=lambda k: (make_items(size, seed=base + k),),
                          required_speedup=required_speedup, rounds=rounds, rng=rng,
                          what=f"fresh inputs of {size:,} items")
             return item, prediction(experiment, item.detail, save=save)
 
-        result = EXERCISE.grade(lambda: answers(runner, solution, unique_in_order, cases),
+        result = EXERCISE.grade(lambda: answers(caller, solution, unique_in_order, cases),
                                 lambda: _plan_item(experiment), fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
 

@@ -19,7 +19,7 @@ afresh (or re-measured now), and nothing else — no URL, no handle on the runni
 1. **the counts** — the five keys are there, of the stated types (a ``dict``; counts ``int``, stages ``int`` or
    ``float``); ``queries`` and ``catalog_calls`` are exactly what the server reports for that order. Counting
    is not timing: read ``order_detail`` in ``labkit/toyshop/export.py``.
-2. **your prediction planned** — an :class:`~labkit.record.Experiment` whose ``predicted_ratio`` is what your
+2. **your prediction planned** — an :class:`~labkit.learner.record.Experiment` whose ``predicted_ratio`` is what your
    model says of ``GET /health`` ÷ ``GET /orders/{id}`` (the bare request's share of the order's time);
 3. **priced from the table** — each stage must be *count × row*: every row of the grading table is nudged in
    turn, and each stage must move with some row by its count (``db_ms`` by ``queries`` times the row,
@@ -48,11 +48,11 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
     Item,
-    Runner,
     failed,
     fresh_seed,
     not_callable,
@@ -136,9 +136,9 @@ def _replaced(table: Any, fresh: Mapping[str, Any]) -> Any:
     return _scaled(dataclasses.replace(table, rows=tuple(fresh.get(r.key, r) for r in table.rows)), 1.0)
 
 
-def _breakdown(runner: Runner, napkin: Callable[[Any], Any], table: Any) -> tuple[dict[str, float] | None, str | None]:
+def _breakdown(caller: Caller, napkin: Callable[[Any], Any], table: Any) -> tuple[dict[str, float] | None, str | None]:
     """Call the learner's model (through the grader's one code path); a dict of the five numbers, or why not."""
-    out = runner.call(napkin, (table,))
+    out = caller.call(napkin, (table,))
     if out.error is not None:
         return None, f"your napkin raised {type(out.error).__name__}"
     got = out.value
@@ -163,7 +163,7 @@ def _breakdown(runner: Runner, napkin: Callable[[Any], Any], table: Any) -> tupl
     return result, None
 
 
-def _structure(runner: Runner, napkin: Callable[[Any], Any], table: Any, base: dict[str, float],
+def _structure(caller: Caller, napkin: Callable[[Any], Any], table: Any, base: dict[str, float],
                rng: random.Random) -> tuple[dict[str, dict[str, float]], str | None]:
     """How each stage moves with each row (ms of stage per ms of row), nudging the rows one at a time in a
     random order; or why the model could not be probed."""
@@ -174,7 +174,7 @@ def _structure(runner: Runner, napkin: Callable[[Any], Any], table: Any, base: d
     seen: set[str] = set()
     for key in keys:
         nudge = rng.uniform(1.3, 1.7)
-        got, why = _breakdown(runner, napkin, _scaled(table, {key: nudge}))
+        got, why = _breakdown(caller, napkin, _scaled(table, {key: nudge}))
         if got is None:
             return slopes, f"with the row {key} {nudge:.2f}× slower, {why}"
         step = (nudge - 1) * table.median_ns(key) / 1e6
@@ -246,7 +246,7 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
         seed: reproduces the grading tables of a run (a new one is drawn each time by default).
 
     Returns:
-        A :class:`labkit.check.CheckResult`: the counts, the plan, priced from the table, each stage within the
+        A :class:`labkit.grading.kit.CheckResult`: the counts, the plan, priced from the table, each stage within the
         band and the prediction concluded.
     """
     refused = not_callable(EXERCISE, napkin)
@@ -257,8 +257,8 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
     if not hasattr(table, "rows") or not hasattr(table, "median_ns"):
         return EXERCISE.refuse(f"pass the latency table you measured (t = latency.table(...)), not "
                                f"{type(table).__name__}")
-    from labkit.comparison import compare
     from labkit.latency.network import http_samples
+    from labkit.measure.comparison import compare
 
     seed = fresh_seed() if seed is None else seed
     rng = random.Random(seed)
@@ -266,9 +266,9 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
     grading = _scaled(table, {r.key: math.exp(rng.uniform(math.log(0.5), math.log(2.0))) for r in table.rows})
     state: dict[str, Any] = {}
 
-    with Runner() as runner:
+    with Caller() as caller:
         def counted() -> Item:
-            got, why = _breakdown(runner, napkin, grading)
+            got, why = _breakdown(caller, napkin, grading)
             if got is None:
                 return failed(why or "no breakdown", hint="fill in my_napkin's dict (see lab01.hint(1))",
                               criterion="correctness")
@@ -287,7 +287,7 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
 
         def from_table() -> Item:
             base = state["yours"]
-            slopes, why = _structure(runner, napkin, grading, base, rng)
+            slopes, why = _structure(caller, napkin, grading, base, rng)
             if why is not None:
                 return failed(why, criterion="budget")
             state["slopes"] = slopes
@@ -321,7 +321,7 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
             order, health = http_samples(url, f"/orders/{order_id}", "/health", rounds=rounds)
             fresh = _remeasure(keys, health) if remeasure else {}
             now_table = _replaced(table, fresh)
-            now, why = _breakdown(runner, napkin, now_table)
+            now, why = _breakdown(caller, napkin, now_table)
             if now is None:
                 return (failed(f"on the re-measured table, {why}", criterion="speed"),)
             expect = _predicted(base, slopes, grading, now_table)

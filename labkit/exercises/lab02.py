@@ -8,10 +8,10 @@ ORM's lazy relationship takes in a loop. The learner writes ``my_history(conn, c
 with the same signature (STYLE 15), plans an experiment predicting its gain, and passes both to :func:`check`,
 which grades, in order:
 
-1. **correctness** — exactly the baseline's list (:func:`labkit.check.difference`) for a range of customers
+1. **correctness** — exactly the baseline's list (:func:`labkit.grading.kit.difference`) for a range of customers
    (no orders, one order, many; the dataset's and customers created for this grading, of the timed size too),
    and the same ``NotFoundError`` for an unknown customer; a wrong answer stops the grading there;
-2. **the prediction planned** — an :class:`~labkit.record.Experiment` with a predicted ratio is required;
+2. **the prediction planned** — an :class:`~labkit.learner.record.Experiment` with a predicted ratio is required;
 3. **query budget** — on a customer created for this grading (40 items or more: it exists nowhere before the
    call), the answer checked, at most ``max_queries`` queries and catalog calls in total, no SQL shape repeated
    more than ``threshold`` times (the detector's default, 1), and at least :data:`MIN_FRACTION` of the
@@ -27,7 +27,7 @@ SQLite's own trace callback (a canary query after each metered call proves it wa
 catalog client that exposes only ``get``, ``get_many`` and ``get_each`` — an in-process fake sleeping
 ``catalog_delay_ms`` per call (an *emulated* round trip about as long as a loopback HTTP call) whose store,
 delay and call counter live where the learner's code cannot set them. The baseline runs on another copy and
-another client. :mod:`labkit.check` states the threat model.
+another client. :mod:`labkit.grading.kit` states the threat model.
 """
 
 from __future__ import annotations
@@ -40,12 +40,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
     Meter,
-    Runner,
     answers,
     difference,
     failed,
@@ -58,9 +59,8 @@ from labkit.check import (
     seal,
     timed,
 )
-from labkit.record import Experiment
 from labkit.toyshop.db import NotFoundError as _NotFound
-from labkit.toyshop.export import order_detail as _order_detail  # bound at import: see labkit.check
+from labkit.toyshop.export import order_detail as _order_detail  # bound at import: see labkit.grading.kit
 
 __all__ = ["baseline", "check", "hint", "solution", "CUSTOMERS", "MIN_FRACTION"]
 
@@ -294,7 +294,7 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
     solution could change under it: they are ignored, and the result says so.
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, the plan, the query budget, the speed-up, the
+        A :class:`labkit.grading.kit.CheckResult`: correctness, the plan, the query budget, the speed-up, the
         prediction concluded.
     """
     refused = not_callable(EXERCISE, solution)
@@ -322,9 +322,9 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
             super().__exit__(*exc)
             seen.update(statements=self.statements, sites=self.sites)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def correct() -> Item:
-            item = answers(runner, yours, base, cases, show=lambda case: f"customer {case[0]}", differ=_diff,
+            item = answers(caller, yours, base, cases, show=lambda case: f"customer {case[0]}", differ=_diff,
                            copy=False)
             return item if not item.ok else passed(
                 f"same answer as the baseline for {len(cases) - 1} customers (the dataset's and {len(made)} created "
@@ -332,7 +332,7 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
 
         def within_budget() -> Item:
             sides = iter((_Queries(theirs, their_calls), Yours(mine, my_calls)))
-            item = metered(runner, yours, base, lambda: (unseen,), meter=lambda: next(sides),
+            item = metered(caller, yours, base, lambda: (unseen,), meter=lambda: next(sides),
                            unit="queries and catalog calls", what=f"customer {unseen} (created for this check)",
                            limit=max_queries, floor=MIN_FRACTION, differ=_diff,
                            hint="ask for every order's items and products at once, not once per order "
@@ -347,7 +347,7 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
                                                    criterion="budget")
 
         def fast() -> tuple[Item, ...]:
-            item = timed(runner, base, yours, inputs=lambda k: (fresh.new(rng.randint(40, 80), key=k),),
+            item = timed(caller, base, yours, inputs=lambda k: (fresh.new(rng.randint(40, 80), key=k),),
                          required_speedup=required_speedup, rounds=rounds, rng=rng, differ=_diff,
                          what="customers of 40+ items created for each timed call")
             return item, prediction(experiment, item.detail, save=save)

@@ -15,13 +15,13 @@ grades, in order:
    allocates (almost) nothing on a new input is answering from a cache;
 3. **speed** — :func:`labkit.compare` interleaving baseline and solution on a fresh input for every timed
    call: verdict ``faster`` by at least ``required_speedup``;
-4. **the prediction** — the learner's :class:`labkit.record.Experiment` is required (planned with a predicted
+4. **the prediction** — the learner's :class:`labkit.learner.record.Experiment` is required (planned with a predicted
    ratio: checked right after correctness), concluded with the measured comparison and saved.
 
 Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run); the budgeted
 and timed size is drawn per grading around :data:`TIMED_DAYS` × :data:`TIMED_PRODUCTS` and the correctness
-pass includes it; every call goes through one :class:`labkit.check.Runner` and every answer is checked
-(:mod:`labkit.check` states the threat model).
+pass includes it; every call goes through one :class:`labkit.grading.kit.Caller` and every answer is checked
+(:mod:`labkit.grading.kit` states the threat model).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
     Item,
     Meter,
-    Runner,
     answers,
     band,
     difference,
@@ -119,7 +119,7 @@ def make_input(seed: int, days: int = TIMED_DAYS, products: int = TIMED_PRODUCTS
 
 
 def _differ(want: np.ndarray, got: Any) -> str | None:
-    """Exactly the baseline's history (:func:`labkit.check.difference`: an ``numpy.ndarray``, not a subclass,
+    """Exactly the baseline's history (:func:`labkit.grading.kit.difference`: an ``numpy.ndarray``, not a subclass,
     of its shape and dtype), described in days and products."""
     where = difference(want, got)
     if where is None or type(got) is not np.ndarray or got.shape != want.shape or got.dtype != want.dtype:
@@ -152,13 +152,13 @@ def _cases(rng: random.Random, days: int, products: int) -> list[tuple[np.ndarra
     return [*edge, *sizes, *tail]
 
 
-def _answers_stay(runner: Runner, solution: Simulation, rng: random.Random) -> Item:
+def _answers_stay(caller: Caller, solution: Simulation, rng: random.Random) -> Item:
     """An answer must stay what it was after the next call: a reused result array handed out twice fails."""
     first_in, second_in = make_input(rng.randrange(2**31), 40, 8), make_input(rng.randrange(2**31), 40, 8)
-    first = runner.call(solution, first_in)
+    first = caller.call(solution, first_in)
     if first.error is None:
         kept = np.array(first.value, copy=True) if type(first.value) is np.ndarray else None
-        second = runner.call(solution, second_in)
+        second = caller.call(solution, second_in)
     if first.error is not None or second.error is not None:
         e = first.error if first.error is not None else second.error
         return failed(f"on two calls in a row: your function raised {type(e).__name__}", criterion="correctness")
@@ -207,7 +207,7 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
 
     Args:
         solution: same signature and answer as :func:`baseline` (an int64 ``numpy.ndarray``, exactly).
-        experiment: your :class:`labkit.record.Experiment`, planned before the check with a predicted ratio:
+        experiment: your :class:`labkit.learner.record.Experiment`, planned before the check with a predicted ratio:
             required (a prediction is part of passing); concluded with the measured comparison and saved.
         rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         seed: reproduces a grading run (a new one is drawn each time by default).
@@ -220,7 +220,7 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
     each grading; the correctness pass includes that size; every metered and timed answer is checked.
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, the prediction planned, the allocation budget, the
+        A :class:`labkit.grading.kit.CheckResult`: correctness, the prediction planned, the allocation budget, the
         speed-up, the prediction concluded.
     """
     refused = not_callable(EXERCISE, solution)
@@ -233,13 +233,13 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
     unseen, warm, timed_base = (rng.randrange(2**31) for _ in range(3))
     size = f"{days:,} days × {products} products"
 
-    with Runner() as runner:
+    with Caller() as caller:
         def correct() -> Item:
-            item = answers(runner, solution, baseline, cases, differ=_differ, show=_show)
-            return item if not item.ok else _answers_stay(runner, solution, rng)
+            item = answers(caller, solution, baseline, cases, differ=_differ, show=_show)
+            return item if not item.ok else _answers_stay(caller, solution, rng)
 
         def within_budget() -> Item:
-            return metered(runner, solution, baseline, lambda: make_input(unseen, days, products),
+            return metered(caller, solution, baseline, lambda: make_input(unseen, days, products),
                            warm=lambda: make_input(warm, days, products), meter=_Allocations,
                            unit="allocator calls", what=f"an unseen {size}", max_fraction=max_fraction,
                            floor=MIN_FRACTION, differ=_differ,
@@ -247,7 +247,7 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
                                 "labkit.alloc.count shows what is left")
 
         def fast() -> tuple[Item, ...]:
-            item = timed(runner, baseline, solution, inputs=lambda k: make_input(timed_base + k, days, products),
+            item = timed(caller, baseline, solution, inputs=lambda k: make_input(timed_base + k, days, products),
                          rounds=rounds, rng=rng, required_speedup=required_speedup, differ=_differ,
                          what=f"{size}, a new input for every timed call")
             return item, prediction(experiment, item.detail, save=save)

@@ -8,7 +8,7 @@ The baseline, :func:`revenue_by_category`, loops over ``.rows``; the learner wri
 ``.columns`` (or ``.frame``) and passes it to :func:`check`, which grades, in order:
 
 1. **correctness** — exactly the baseline's answer (a ``dict``, the same categories in the same order, the
-   same Python ``int`` values: :func:`labkit.check.difference`) on edge cases, on fresh tables drawn from the
+   same Python ``int`` values: :func:`labkit.grading.kit.difference`) on edge cases, on fresh tables drawn from the
    run's seed and on tables of the timed size, and the same error for an inverted date range;
 2. **the prediction planned** — the learner's experiment record, with a predicted ratio, is required;
 3. **the budget** — interpreted Python lines executed per order line, on a table generated for the grading,
@@ -20,7 +20,7 @@ The baseline, :func:`revenue_by_category`, loops over ``.rows``; the learner wri
    size is drawn per grading);
 5. the experiment concluded with the measured ratio (a refuted prediction is reported, and passes).
 
-Every call goes through one :class:`labkit.check.Runner`; :mod:`labkit.check` states the threat model.
+Every call goes through one :class:`labkit.grading.kit.Caller`; :mod:`labkit.grading.kit` states the threat model.
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from labkit.check import (
+from labkit.errors import BadInputError
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
     Meter,
-    Runner,
     answers,
     band,
     difference,
@@ -51,8 +53,6 @@ from labkit.check import (
     seal,
     timed,
 )
-from labkit.errors import BadInputError
-from labkit.record import Experiment
 
 __all__ = ["Sales", "make_sales", "revenue_by_category", "check", "hint", "solution", "CATEGORIES",
            "python_lines", "DAYS"]
@@ -216,7 +216,7 @@ solution = EXERCISE.solution
 
 
 def _differ(want: dict[str, int], got: Any) -> str | None:
-    """Exactly the baseline's dict (:func:`labkit.check.difference`, keys in its order), with what to do."""
+    """Exactly the baseline's dict (:func:`labkit.grading.kit.difference`, keys in its order), with what to do."""
     where = difference(want, got, ordered=True)
     if where is None:
         return None
@@ -273,7 +273,7 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
         seed: reproduces a grading run (a new one is drawn each time by default).
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, the prediction planned, the budget, the speed-up,
+        A :class:`labkit.grading.kit.CheckResult`: correctness, the prediction planned, the budget, the speed-up,
         the prediction concluded.
     """
     refused = not_callable(EXERCISE, solution)
@@ -292,9 +292,9 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
         start = r.randrange(0, 120)
         return make_sales(size, base_seed + k), start, start + r.randrange(120, DAYS - start)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def within_budget() -> Item:
-            return metered(runner, solution, revenue_by_category,
+            return metered(caller, solution, revenue_by_category,
                            lambda: (make_sales(budget_size, budget_seed), budget_start, budget_start + 200),
                            meter=lambda: _Lines(per), unit="interpreted Python lines per 1,000 order lines",
                            what=f"a fresh table of {budget_size:,} lines", limit=max_lines_per_record * 1_000,
@@ -303,13 +303,13 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
                                 "comprehension over the lines — not even to convert them")
 
         def fast_then_concluded() -> tuple[Item, ...]:
-            item = timed(runner, revenue_by_category, solution, inputs=inputs, required_speedup=required_speedup,
+            item = timed(caller, revenue_by_category, solution, inputs=inputs, required_speedup=required_speedup,
                          rounds=rounds, rng=rng, differ=_differ,
                          what=f"fresh tables of {size:,} lines, a new one for every call")
             return item, prediction(experiment, item.detail, save=save)
 
         result = EXERCISE.grade(
-            lambda: answers(runner, solution, revenue_by_category, cases, differ=_differ, show=_show),
+            lambda: answers(caller, solution, revenue_by_category, cases, differ=_differ, show=_show),
             lambda: planned(experiment), within_budget, fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
 

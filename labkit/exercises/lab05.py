@@ -9,9 +9,9 @@ the app can read — ``"json"`` or ``"msgpack"`` — and :func:`check` grades, i
 1. **correctness** — the answer must be exactly ``bytes`` (no subclass, no lazy object), the grader decodes
    it itself (``json.loads`` or ``msgpack.unpackb``: the learner supplies no decoder, so nothing can be looked
    up on the way back) and compares it with the courier view of the baseline's answer in a form no value can
-   fake (``True`` is not ``1``, ``3.0`` is not ``3``: :func:`labkit.exact.difference`), on edge cases (an order
+   fake (``True`` is not ``1``, ``3.0`` is not ``3``: :func:`labkit.grading.exact.difference`), on edge cases (an order
    of one item, a product the catalog does not know, non-ASCII text) and on orders of the sizes it times;
-2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **bytes** — on an order generated for this call, at most ``max_share`` of the baseline's bytes, the
    answer checked;
 4. **speed** — ``labkit.compare`` against the baseline on a new order for every timed call, **every timed
@@ -21,8 +21,8 @@ the app can read — ``"json"`` or ``"msgpack"`` — and :func:`check` grades, i
 Every order graded is **generated for this grading**: a dataset order's shape, with every value the courier
 app reads drawn afresh (the order's id, status and total, each item's sku, name and quantity, each product's
 warehouse and weight), so an answer precomputed for the dataset's orders matches none of them. Every call of
-your function, in every phase, goes through one :class:`labkit.check.Runner`, and the module is sealed at
-import (:mod:`labkit.check`'s threat model). The orders come from the small dataset through an in-process
+your function, in every phase, goes through one :class:`labkit.grading.kit.Caller`, and the module is sealed at
+import (:mod:`labkit.grading.kit`'s threat model). The orders come from the small dataset through an in-process
 :class:`labkit.toyshop.catalog.FakeCatalog`, so the check needs no service.
 """
 
@@ -36,16 +36,18 @@ from typing import Any
 
 import msgpack
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
-    Runner,
     answers,
     band,
     difference,
     failed,
     fresh_seed,
+    kind,
     not_callable,
     passed,
     planned,
@@ -53,8 +55,6 @@ from labkit.check import (
     seal,
     timed,
 )
-from labkit.exact import kind
-from labkit.record import Experiment
 
 __all__ = ["baseline", "courier_view", "load_order", "check", "FORMATS", "hint", "solution"]
 
@@ -177,7 +177,7 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
     Args:
         encode: ``encode(order: dict) -> bytes``.
         format: what your bytes are: ``"json"`` or ``"msgpack"`` (the grader decodes them itself).
-        experiment: your :class:`labkit.record.Experiment`, planned before you ran the check (required);
+        experiment: your :class:`labkit.learner.record.Experiment`, planned before you ran the check (required);
             concluded with the measured speed ratio.
         rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         required_speedup: how many times faster than the baseline your encoder must be.
@@ -215,11 +215,11 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
     def inputs(k: int) -> tuple[Any, ...]:
         return (_fresh(catalog, timed_orders[k % len(timed_orders)], timed_seed + k),)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def small() -> Item:
             order = _fresh(*budgeted)
             base_bytes = len(baseline(order))
-            got = runner.call(encode, (_fresh(*budgeted),))
+            got = caller.call(encode, (_fresh(*budgeted),))
             what = f"order {order['id']} ({len(order['items'])} items), generated for this call"
             if got.error is not None:
                 return failed(f"{what}: your function raised {type(got.error).__name__}", criterion="budget")
@@ -234,11 +234,11 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
                           "the answer checked", detail=n, criterion="budget")
 
         def fast_then_concluded() -> tuple[Item, ...]:
-            item = timed(runner, baseline, encode, inputs=inputs, required_speedup=required_speedup, rounds=rounds,
+            item = timed(caller, baseline, encode, inputs=inputs, required_speedup=required_speedup, rounds=rounds,
                          rng=rng, what="fresh orders", differ=differ)
             return item, prediction(experiment, item.detail, save=save)
 
-        result = EXERCISE.grade(lambda: answers(runner, encode, baseline, graded, differ=differ, show=show),
+        result = EXERCISE.grade(lambda: answers(caller, encode, baseline, graded, differ=differ, show=show),
                                 lambda: planned(experiment), small, fast_then_concluded)
     return CheckResult(f"{result.title} (seed {seed})", result.items)
 

@@ -5,12 +5,12 @@ and is told only that it is too slow and allocates too much. Where the cost is, 
 CPU flame graph and allocation profile). :func:`check` grades, in order:
 
 1. **correctness** — exactly the baseline's list (a ``list`` of ``tuple`` of ``str, str, int, int``, compared
-   by :func:`labkit.exact.difference`: no subclass, no float for an int) on edge cases (no orders, an order
+   by :func:`labkit.grading.exact.difference`: no subclass, no float for an int) on edge cases (no orders, an order
    without lines, the same customer spelled with other spaces and capitals, ties in revenue, lines with and
    without a discount), on fresh random batches **of the size that is timed** (drawn per grading around
    :data:`TIMED_ORDERS`), the same exception type for an order without ``lines``, and the caller's orders left
    exactly as they were (the baseline never changes its input);
-2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **allocation budget** — on a batch generated for this call (after a warm-up call on another one), at most
    ``max_fraction`` of the baseline's allocator calls (a memray census, :class:`labkit.alloc.Census`), at
    least 1 % of them (a call doing less is answering from a cache), the answer checked;
@@ -19,8 +19,8 @@ CPU flame graph and allocation profile). :func:`check` grades, in order:
    experiment is concluded with the measured comparison (judged on the effect) and saved.
 
 Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run). Every call of
-your function goes through one :class:`labkit.check.Runner`, and the module is sealed at import
-(:mod:`labkit.check`'s threat model).
+your function goes through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import
+(:mod:`labkit.grading.kit`'s threat model).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
     Item,
     Meter,
-    Runner,
     answers,
     band,
     failed,
@@ -182,11 +182,11 @@ def _cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     return cases
 
 
-def _input_kept(runner: Runner, solution: Callable[..., Any], rng: random.Random, n: int) -> Item:
+def _input_kept(caller: Caller, solution: Callable[..., Any], rng: random.Random, n: int) -> Item:
     """The caller's orders must be left exactly as they were (the baseline copies before it cleans)."""
     orders = make_orders(rng.randrange(2**31), n)
     kept = copy.deepcopy(orders)
-    got = runner.call(solution, (orders,))
+    got = caller.call(solution, (orders,))
     if got.error is not None:
         return failed(f"your function raised {type(got.error).__name__}", criterion="correctness")
     if orders != kept:
@@ -234,7 +234,7 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
 
     Args:
         solution: same signature and answer as :func:`baseline`.
-        experiment: your :class:`labkit.record.Experiment` (planned before the check, required); concluded with
+        experiment: your :class:`labkit.learner.record.Experiment` (planned before the check, required); concluded with
             the measured comparison and saved.
         rounds: interleaved A/B rounds for the speed check (a few more are drawn per grading).
         seed: reproduces a grading run (a new one is drawn each time by default).
@@ -243,7 +243,7 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
         save: save the concluded experiment record.
 
     Returns:
-        A :class:`labkit.check.CheckResult`: correctness, the prediction, the allocation budget, the speed-up
+        A :class:`labkit.grading.kit.CheckResult`: correctness, the prediction, the allocation budget, the speed-up
         and the concluded prediction.
     """
     refused = not_callable(EXERCISE, solution)
@@ -255,20 +255,20 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
     cases = _cases(rng, n)
     unseen, warm, timed_base = rng.randrange(2**31), rng.randrange(2**31), rng.randrange(2**31)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def correct() -> Item:
-            item = answers(runner, solution, baseline, cases, show=_show)
-            return item if not item.ok else _input_kept(runner, solution, rng, n)
+            item = answers(caller, solution, baseline, cases, show=_show)
+            return item if not item.ok else _input_kept(caller, solution, rng, n)
 
         def within_budget() -> Item:
-            return metered(runner, solution, baseline, lambda: (make_orders(unseen, n),), meter=_Allocations,
+            return metered(caller, solution, baseline, lambda: (make_orders(unseen, n),), meter=_Allocations,
                            unit="allocator calls", what=f"a batch of {n} orders generated for this call",
                            max_fraction=max_fraction, warm=lambda: (make_orders(warm, n),),
                            hint="profile.memory(your_function, orders).top('count') shows which lines still "
                                 "allocate; copy nothing the report does not need")
 
         def fast() -> tuple[Item, ...]:
-            item = timed(runner, baseline, solution, inputs=lambda k: (make_orders(timed_base + k, n),),
+            item = timed(caller, baseline, solution, inputs=lambda k: (make_orders(timed_base + k, n),),
                          required_speedup=required_speedup, rounds=rounds, rng=rng,
                          what=f"{n} orders, a new batch for every timed call")
             return item, prediction(experiment, item.detail, save=save)

@@ -12,7 +12,7 @@ Your function gets each deployment running, as a :class:`Scenario`, and returns 
 capacity (req/s) you predict for the service *as it runs now* — from single requests and a model, not a load
 test — and the pool size you choose for the target. The check grades, in order, stopping at the first failure:
 
-0. **your prediction is planned** — the :class:`labkit.record.Experiment` you wrote before the check, with a
+0. **your prediction is planned** — the :class:`labkit.learner.record.Experiment` you wrote before the check, with a
    predicted ratio (see 4.); without it nothing is started;
 1. **your plan's requests**, counted by the service itself (its ``/stats``, not by your function): at most
    :data:`MAX_REQUESTS` requests, at most :data:`MAX_IN_FLIGHT` in flight at once — single requests, so the
@@ -29,8 +29,8 @@ test — and the pool size you choose for the target. The check grades, in order
    over its time alone (both in units of its deployment's W, both deployments pooled), measured by the
    grader's runs of 2. and 3.; judged on the effect and saved (a refuted prediction is a result, and passes).
 
-The plan runs in the grader's process, through a :class:`labkit.check.Runner`, and the module is sealed at
-import: what that withstands and what not is :mod:`labkit.check`'s threat model (code that reads the grader's
+The plan runs in the grader's process, through a :class:`labkit.grading.kit.Caller`, and the module is sealed at
+import: what that withstands and what not is :mod:`labkit.grading.kit`'s threat model (code that reads the grader's
 frames or the service's process arguments can learn the emulated delay).
 """
 
@@ -48,22 +48,22 @@ from typing import Any
 
 import numpy as np
 
-from labkit.check import (
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
-    Runner,
     failed,
     fresh_seed,
+    kind,
     not_callable,
     passed,
     planned,
     prediction,
     seal,
 )
-from labkit.comparison import compare as _compare
-from labkit.exact import kind
-from labkit.record import Experiment
+from labkit.grading import compare as _compare
 
 __all__ = ["Scenario", "Deployment", "draw", "example", "baseline", "check", "hint", "solution",
            "MAX_REQUESTS", "MAX_IN_FLIGHT", "OVER_PROVISIONED", "P99_OVER_W"]
@@ -258,7 +258,7 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
 
     Args:
         plan: your function.
-        experiment: your :class:`labkit.record.Experiment`, planned before the check, with ``predicted_ratio``
+        experiment: your :class:`labkit.learner.record.Experiment`, planned before the check, with ``predicted_ratio``
             = the time of a request at the target rate with your pool over its time alone.
         factor: how far your capacity may be from the measured one (1.5: between 2/3 and 1.5 times it).
         seed: reproduce a grading run (a new seed is drawn each time by default).
@@ -282,9 +282,9 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
 
         d = deployments[k]
         where = f"deployment {k + 1} (pool={d.pool}, {d.rate:,.0f} req/s target)"
-        with _running(d, d.pool) as (svc, s), Runner(timeout_s=120) as runner:
+        with _running(d, d.pool) as (svc, s), Caller(timeout_s=120) as caller:
             before = _stats(svc.url)
-            out = runner.call(plan, (s,))
+            out = caller.call(plan, (s,))
             if out.error is not None:  # the learner's code: reported, never raised
                 return failed(f"{where}: your function raised {_error(out.error)}",
                               hint="run it on lab07.example() and read the traceback", criterion="correctness")

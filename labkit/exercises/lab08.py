@@ -8,11 +8,11 @@ catalog client (``get``, ``get_many``, ``get_each``: the catalog's read API, not
 call sleeps ``catalog_delay_ms`` — an **emulated** round trip. The grader's baseline reads the same products
 through a client of its own. In order:
 
-1. **correctness** — the decoded body (exactly ``bytes``, compared by :func:`labkit.exact.difference`) equals the
+1. **correctness** — the decoded body (exactly ``bytes``, compared by :func:`labkit.grading.exact.difference`) equals the
    baseline's on orders drawn for this run (one item, the most items, several of the timed kind) and the same
    ``NotFoundError`` for an unknown order; products changed in the catalog before anything is graded, so a
    body precomputed from the dataset is stale from the start;
-2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **live** — then, **after your function has been handed over and has answered**, the grader changes
    several products (chosen then, with :mod:`secrets`: among those it has already seen and those still to
    come) and asks again: every answer after the change must show it — and so must every later answer, in
@@ -25,8 +25,8 @@ through a client of its own. In order:
 6. **speed** — ``labkit.compare`` against the baseline on fresh orders, every answer checked: ``faster`` by
    ``required_speedup``; then your experiment, concluded with the measured ratio (judged on the effect).
 
-Every call of your function goes through one :class:`labkit.check.Runner`, and the module is sealed at import
-(:mod:`labkit.check`'s threat model).
+Every call of your function goes through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import
+(:mod:`labkit.grading.kit`'s threat model).
 """
 
 from __future__ import annotations
@@ -41,17 +41,20 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from labkit.check import (
+from labkit.grading import CLOCK as _CLOCK
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
     Meter,
-    Runner,
     answers,
     band,
     difference,
     failed,
     fresh_seed,
+    kind,
     metered,
     not_callable,
     passed,
@@ -60,10 +63,7 @@ from labkit.check import (
     seal,
     timed,
 )
-from labkit.comparison import compare as _compare
-from labkit.exact import kind
-from labkit.record import Experiment
-from labkit.runner import CLOCK as _CLOCK
+from labkit.grading import compare as _compare
 from labkit.toyshop.db import NotFoundError
 
 __all__ = ["baseline", "check", "hint", "solution", "LIMIT_X", "load_orders"]
@@ -213,7 +213,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
 
     Args:
         my_order: ``my_order(conn, catalog, order_id) -> bytes``, the JSON body of ``/orders/{order_id}``.
-        experiment: your :class:`labkit.record.Experiment` (planned before the check, with a predicted ratio:
+        experiment: your :class:`labkit.learner.record.Experiment` (planned before the check, with a predicted ratio:
             required), concluded with the measured speed ratio.
         rounds: interleaved rounds of the budget and of the speed comparison (a few more drawn per grading).
         limit_x: the budget, in catalog round trips (the floor) measured in this run.
@@ -261,9 +261,9 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
     def base(order_id: int) -> bytes:
         return baseline(conn, grader, order_id)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def correct() -> Item:
-            item = answers(runner, yours, base, [(o,) for o in (*graded, _UNKNOWN)], copy=False, differ=_differ,
+            item = answers(caller, yours, base, [(o,) for o in (*graded, _UNKNOWN)], copy=False, differ=_differ,
                            show=show)
             return item if not item.ok else passed(f"same body as the baseline on {len(graded)} orders drawn for "
                                                    "this run, NotFoundError for an unknown one",
@@ -275,7 +275,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
             ahead = sure.sample(budgeted, 4)
             changed = sorted({sure.choice(orders[o]) for o in (*again, *ahead)})
             _change(grader, changed, sure)
-            item = answers(runner, yours, base, [(o,) for o in (*again, *ahead)], copy=False, differ=_differ,
+            item = answers(caller, yours, base, [(o,) for o in (*again, *ahead)], copy=False, differ=_differ,
                            show=lambda c: f"order {c[0]} after {len(changed)} of its products changed in the "
                                           "catalog")
             if item.ok:
@@ -285,7 +285,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
                           "between calls", criterion="correctness")
 
         def asked() -> Item:
-            return metered(runner, yours, base, lambda: (metered_order,), meter=lambda: _CatalogCalls(grader.observers, theirs.observers),
+            return metered(caller, yours, base, lambda: (metered_order,), meter=lambda: _CatalogCalls(grader.observers, theirs.observers),
                            unit="catalog round trips", what=f"order {metered_order}, never asked before",
                            max_fraction=1.0, differ=_differ, hint="ask the catalog on every call (one get_many for all the items)")
 
@@ -304,7 +304,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
             def side(fn: Callable[..., Any], keep: bool) -> Callable[..., None]:
                 def call(oid: int) -> None:
                     t0 = _CLOCK()
-                    out = runner.call(fn, (oid,))
+                    out = caller.call(fn, (oid,))
                     lost[0] += (_CLOCK() - t0) - out.ns
                     if out.error is not None:
                         raise RuntimeError(f"on order {oid}: your function raised {type(out.error).__name__}")
@@ -337,7 +337,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
             return passed(f"{what}, within the budget of {limit_x:g}×", detail=c, criterion="budget")
 
         def fast_then_concluded() -> tuple[Item, ...]:
-            item = timed(runner, base, yours, inputs=lambda k: (timed_orders[k % len(timed_orders)],),
+            item = timed(caller, base, yours, inputs=lambda k: (timed_orders[k % len(timed_orders)],),
                          required_speedup=required_speedup, rounds=rounds, rng=rng, what="fresh orders of 5+ items",
                          differ=_differ)
             return item, prediction(experiment, item.detail, save=save)

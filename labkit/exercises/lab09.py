@@ -16,11 +16,11 @@ of a load generated for that run (hot customers included), the interpreter's swi
 (:data:`SWITCH_S`) so that a race between two threads shows up as it would under heavy traffic. In order:
 
 1. **exact** — on every run, in every phase: ``balances()`` exactly the sums of what was added (a ``dict`` of
-   ``int``, compared by :func:`labkit.exact.difference`), and an audit trail with every add's line once whose
+   ``int``, compared by :func:`labkit.grading.exact.difference`), and an audit trail with every add's line once whose
    balances make a serial history per customer (each line's balance = the previous line's + its points). No lost
    update passes, however fast: edge cases (no adds, one add, one customer from every thread) and runs of the
    timed size;
-2. **the prediction** — your :class:`labkit.record.Experiment`, planned before the check, is required;
+2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **the wait budget** — on a load nobody has seen, the time each add spends *waiting* (its time minus its own
    audit write, both timed by the grader: the write by the audit trail it hands you) at P90 at most
    ``wait_budget_x`` × the median audit write, each caller pausing one audit write between its adds (its other
@@ -29,8 +29,8 @@ of a load generated for that run (hot customers included), the interpreter's swi
    P99 of an add as its caller sees it, compared by :func:`labkit.compare`: ``faster`` by ``required_speedup``,
    every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged on the effect).
 
-The runs are made through one :class:`labkit.check.Runner` (the same frames in every phase) and the module is
-sealed at import (:mod:`labkit.check`'s threat model). What a stress on this interpreter cannot catch: a race
+The runs are made through one :class:`labkit.grading.kit.Caller` (the same frames in every phase) and the module is
+sealed at import (:mod:`labkit.grading.kit`'s threat model). What a stress on this interpreter cannot catch: a race
 that no thread switch can split. With the GIL, CPython 3.11 checks for a switch only at calls and backward jumps,
 so an unlocked ``d[k] += n`` on a plain ``dict`` of ``int`` never loses an update here — it does on a
 free-threaded build (3.13t, 3.14t), where this same check catches it.
@@ -49,25 +49,25 @@ from typing import Any
 
 import numpy as np
 
-from labkit.check import (
+from labkit.grading import CLOCK as _CLOCK
+from labkit.grading import (
+    Caller,
     CheckResult,
     Exercise,
+    Experiment,
     Item,
-    Runner,
     band,
     difference,
     failed,
     fresh_seed,
+    kind,
     not_callable,
     passed,
     planned,
     prediction,
     seal,
 )
-from labkit.comparison import compare as _compare
-from labkit.exact import kind
-from labkit.record import Experiment
-from labkit.runner import CLOCK as _CLOCK
+from labkit.grading import compare as _compare
 
 __all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS"]
 
@@ -335,7 +335,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     Args:
         my_ledger: your class (or any callable) — ``my_ledger(audit)`` returns an object with
             ``add(customer_id, points)`` and ``balances() -> dict[int, int]``.
-        experiment: your :class:`labkit.record.Experiment` (planned before the check with a predicted P99 ratio,
+        experiment: your :class:`labkit.learner.record.Experiment` (planned before the check with a predicted P99 ratio,
             yours / the baseline's: required), concluded with the measured one.
         rounds: interleaved rounds of the P99 comparison (a few more drawn per grading).
         required_speedup: how many times lower than the baseline's your P99 must be.
@@ -366,9 +366,9 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     def sized() -> list[list[tuple[int, int]]]:
         return _load(rng, band(rng, threads, 0.25), adds)
 
-    with Runner() as runner:
+    with Caller() as caller:
         def run(fn: Callable[..., Stress], load: list[list[tuple[int, int]]]) -> Stress:
-            out = runner.call(fn, (load,))
+            out = caller.call(fn, (load,))
             if out.error is not None or type(out.value) is not Stress:
                 return Stress(None, (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, len(load),
                               f"the run failed: {_describe(out.error) if out.error else kind(out.value)}")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from labkit.clock import Clock
-from labkit.machine import pinned
+from labkit.measure.machine import pinned
 from labkit.results import Saveable
 
 __all__ = ["Samples", "unavailable", "time_each", "time_batches", "python_cost", "method_of", "run_pair", "pipe_pair"]

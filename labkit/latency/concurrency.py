@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from labkit.latency._harness import Samples, method_of, pipe_pair, run_pair, time_each, unavailable
-from labkit.machine import pinned, usable_cpus
+from labkit.measure.machine import pinned, usable_cpus
 
 __all__ = ["lock_contended", "gil_handoff", "asyncio_switch", "thread_start", "process_start"]
 

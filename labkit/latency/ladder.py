@@ -49,7 +49,7 @@ PROBES: dict[str, tuple[tuple[str, ...], Probe]] = {
 
 
 def _fmt(ns: float) -> str:
-    from labkit.stats import format_duration
+    from labkit.measure.stats import format_duration
 
     return format_duration(ns)
 
@@ -181,7 +181,7 @@ def table(quick: bool = False, progress: bool | None = None, *, include: Iterabl
         KeyboardInterrupt stops the run (temporary files are removed on the way out).
     """
     from labkit.errors import BadInputError
-    from labkit.machine import fingerprint
+    from labkit.measure.machine import fingerprint
     from labkit.progress import new_bar, notes, show_progress
 
     progress = show_progress(progress)

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from labkit.latency._harness import Samples, method_of, unavailable
-from labkit.machine import pinned, usable_cpus
-from labkit.stats import format_bytes
+from labkit.measure.machine import pinned, usable_cpus
+from labkit.measure.stats import format_bytes
 
 __all__ = ["pointer_chase", "cache_rows", "branch_mispredict", "seq_read_bandwidth", "chase_sizes",
            "cache_sizes", "chase_steps"]

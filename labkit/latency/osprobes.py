@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from labkit.latency._harness import Samples, method_of, pipe_pair, python_cost, run_pair, unavailable
-from labkit.machine import usable_cpus
+from labkit.measure.machine import usable_cpus
 
 __all__ = ["syscall", "lock_uncontended", "context_switch", "page_fault"]
 

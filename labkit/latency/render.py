@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from labkit.errors import BadInputError
-from labkit.stats import format_duration
+from labkit.measure.stats import format_duration
 
 if TYPE_CHECKING:
     import altair as alt

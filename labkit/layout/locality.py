@@ -273,7 +273,7 @@ class FalseSharing:
     """
 
     def __init__(self, writes: int = 5_000_000) -> None:
-        from labkit.machine import usable_cpus
+        from labkit.measure.machine import usable_cpus
 
         self.writes = integer(writes, "writes", low=1_000, high=1_000_000_000)
         cpus = usable_cpus()
@@ -324,7 +324,7 @@ class FalseSharing:
     def compare(self, rounds: int = 15) -> Any:
         """``rounds`` of padded and same-line runs, alternated, as a ``labkit.Comparison`` (padded is the
         baseline; a ratio above 1 means the shared line made each write slower). Samples are ns per write."""
-        from labkit.comparison import compare
+        from labkit.measure.comparison import compare
 
         rounds = integer(rounds, "rounds", low=3, high=1_000)
         pad, same = [], []

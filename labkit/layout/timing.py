@@ -29,8 +29,8 @@ from labkit.layout.records import (
     make_columns,
     operation,
 )
-from labkit.machine import fingerprint
-from labkit.microbench import bench
+from labkit.measure.machine import fingerprint
+from labkit.measure.microbench import bench
 from labkit.progress import new_bar, show_progress
 from labkit.results import Saveable, jsonable
 

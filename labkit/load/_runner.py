@@ -15,7 +15,7 @@ from labkit.errors import BadInputError
 from labkit.load._engine import Engine, RawRun
 from labkit.load._options import PathPicker, Settings, make_picker, make_settings, parse_target
 from labkit.load.result import LoadResult
-from labkit.machine import CpuWatch
+from labkit.measure.machine import CpuWatch
 from labkit.progress import new_bar, show_progress
 
 __all__ = ["run", "run_async", "prepare", "build_result"]
@@ -60,7 +60,7 @@ def build_result(settings: Settings, raw: RawRun, *, fingerprint: dict[str, Any]
     duration_s = max(raw.elapsed_ns, 1) / 1e9
     codes, counts = np.unique(statuses, return_counts=True)
     if fingerprint is None:
-        from labkit.machine import fingerprint as _fingerprint
+        from labkit.measure.machine import fingerprint as _fingerprint
 
         fingerprint = _fingerprint()
     return LoadResult(
@@ -242,8 +242,8 @@ async def run_async(url: str, *, name: str = "", **kwargs: Any) -> LoadResult:
 
 def _with_cpu(watch: CpuWatch) -> dict[str, Any]:
     """The fingerprint, plus the CPU this process tree and the rest of the machine used during the run
-    (``fingerprint["cpu"]``, see :class:`labkit.machine.CpuWatch`): what the busy-machine warning reads."""
-    from labkit.machine import fingerprint
+    (``fingerprint["cpu"]``, see :class:`labkit.measure.machine.CpuWatch`): what the busy-machine warning reads."""
+    from labkit.measure.machine import fingerprint
 
     fp = fingerprint()
     fp["cpu"] = watch.stop()

@@ -18,7 +18,7 @@ from typing import Any
 
 from labkit.load._runner import _drive, _with_cpu, build_result, prepare
 from labkit.load.result import LoadResult
-from labkit.machine import CpuWatch
+from labkit.measure.machine import CpuWatch
 
 __all__ = ["Background", "background"]
 

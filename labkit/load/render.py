@@ -9,7 +9,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from labkit.errors import BadInputError
-from labkit.stats import format_duration
+from labkit.measure.stats import format_duration
 
 if TYPE_CHECKING:
     from labkit.load.ratesweep import Sweep
@@ -19,7 +19,7 @@ __all__ = ["summary_text", "summary_html", "warnings_for", "sweep_text", "busy_n
 
 # A run is "saturated" when it delivers less than this share of the offered rate.
 SATURATED = 0.95
-# Other programs using this many cores during a run make it a busy-machine run (see labkit.machine.CpuWatch).
+# Other programs using this many cores during a run make it a busy-machine run (see labkit.measure.machine.CpuWatch).
 BUSY_OTHERS_CORES = 0.25
 
 

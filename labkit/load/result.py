@@ -159,7 +159,7 @@ class LoadResult(Saveable):
     def percentiles(
         self, qs: Sequence[float] = DEFAULT_QS, *, of: str = "latency", ok_only: bool = False
     ) -> dict[float, float]:
-        """Percentiles in ns, keyed by percentile (numpy's linear interpolation, as labkit.stats).
+        """Percentiles in ns, keyed by percentile (numpy's linear interpolation, as labkit.measure.stats).
 
         Args:
             qs: percentiles to compute, 0-100.
@@ -168,7 +168,7 @@ class LoadResult(Saveable):
 
         Returns NaN for every percentile when there is no response to summarise.
         """
-        from labkit.stats import percentiles
+        from labkit.measure.stats import percentiles
 
         a = self._pick(of, ok_only)
         if a.size == 0:
@@ -284,7 +284,7 @@ class LoadResult(Saveable):
         return self.summary()
 
     def __repr__(self) -> str:
-        from labkit.stats import format_duration
+        from labkit.measure.stats import format_duration
 
         p = self.percentiles((50, 99))
         return (f"<LoadResult {self.label!r} {self.settings.url} responses={self.responses} "

@@ -284,7 +284,7 @@ class Report(Saveable):
     def to_dict(self) -> dict[str, Any]:
         """The shared result format (``kind``, ``version``); each query as a dict of its fields; the environment
         fingerprint is taken now if the report has none (recording skips it: it costs more than a block)."""
-        from labkit.machine import fingerprint
+        from labkit.measure.machine import fingerprint
 
         data = super().to_dict()
         data["queries"] = [q._asdict() for q in self.queries]

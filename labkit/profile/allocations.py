@@ -45,9 +45,9 @@ from typing import Any
 
 from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import integer
+from labkit.measure.stats import format_bytes
 from labkit.profile.stacks import Stacks
 from labkit.results import Saveable, TextRepr
-from labkit.stats import format_bytes
 
 __all__ = ["MemoryProfile", "memory", "tracking", "Tracking"]
 

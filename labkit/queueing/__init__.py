@@ -11,7 +11,7 @@ experiment, and the panel that adds one bounded step at a time.
     rate_where_pool_fills(4, w)                              # Erlang C: below this rate pool=4 is never the queue
 
 The knee itself is :func:`labkit.load.sweep` (and ``labkit.load.knee_chart``); a busy machine is flagged on
-every load result (``labkit.machine.CpuWatch``).
+every load result (``labkit.measure.machine.CpuWatch``).
 """
 
 from __future__ import annotations

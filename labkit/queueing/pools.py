@@ -303,7 +303,7 @@ class TailRounds(Saveable):
     def compare(self, baseline: str, candidate: str, **kwargs: Any) -> Any:
         """``labkit.compare`` of the two sides' per-round P99s (independent samples): its ratio is
         median P99 of ``candidate`` / median P99 of ``baseline``."""
-        from labkit.comparison import compare
+        from labkit.measure.comparison import compare
 
         return compare(list(self.p99s_ns(baseline)), list(self.p99s_ns(candidate)),
                        names=(f"{baseline} P99", f"{candidate} P99"), **kwargs)

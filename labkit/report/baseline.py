@@ -36,7 +36,7 @@ class Concluded:
         title, hypothesis, predicted_ratio, verdict, outcome: as in :class:`labkit.Experiment`.
         ratio: the concluding comparison's candidate/baseline ratio of medians (None until concluded).
         ci: its interval (None until concluded), at the level ``confidence`` (0.95 for a fixed design; higher
-            when ``compare`` looked several times, see :mod:`labkit.comparison`).
+            when ``compare`` looked several times, see :mod:`labkit.measure.comparison`).
         min_effect: the comparison's threshold for a difference that matters.
         concluded_at: when it was concluded (ISO), or None.
         path: the record's file.

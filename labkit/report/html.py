@@ -130,7 +130,7 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     import nbformat
     from nbconvert import HTMLExporter
 
-    from labkit.machine import fingerprint
+    from labkit.measure.machine import fingerprint
     from labkit.report.run import git_state
 
     path = Path(executed)

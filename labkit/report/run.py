@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, NotebookError, ResultsError
-from labkit.machine import fingerprint
+from labkit.measure.machine import fingerprint
 from labkit.report.cellwatch import CENSUS_TAG, CellWatch
 from labkit.report.params import declared_parameters, parse_parameters, typed_parameters, use_tuple_translator
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic

@@ -48,7 +48,7 @@ import labkit
 from labkit.client import Endpoint
 from labkit.load import run
 from labkit.locks import MeteredLock
-from labkit.machine import CpuWatch
+from labkit.measure.machine import CpuWatch
 from labkit.service import start
 from labkit.trace import collect
 
@@ -222,7 +222,7 @@ def _processes(k: int, n: int) -> None:
 
 def gil(n: int) -> None:
     """Threads vs processes vs NumPy on CPU-bound work, as a share of the cores."""
-    from labkit.machine import CpuWatch, usable_cpus
+    from labkit.measure.machine import CpuWatch, usable_cpus
 
     k = len(usable_cpus())
     arr = np.random.default_rng(0).random(2_000_000)

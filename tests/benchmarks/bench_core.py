@@ -26,8 +26,8 @@ import sqlite3
 import sys
 
 from labkit.alloc import count as count_allocations
-from labkit.comparison import compare
-from labkit.stats import format_duration
+from labkit.measure.comparison import compare
+from labkit.measure.stats import format_duration
 from labkit.toyshop.core import (
     QUOTE_KERNELS,
     ConfigCache,

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from labkit import alloc
-from labkit.machine import fingerprint
+from labkit.measure.machine import fingerprint
 from labkit.service import start
 from labkit.toyshop.heap import ROWS, _build
 from labkit.toyshop.state import FREEZE_AFTER

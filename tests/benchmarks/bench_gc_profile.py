@@ -25,8 +25,8 @@ from pathlib import Path
 import labkit
 from labkit import alloc, profile
 from labkit.exercises import lab06
+from labkit.measure.stats import ratio_of_medians
 from labkit.service import start
-from labkit.stats import ratio_of_medians
 from labkit.toyshop import catalog as catalog_mod
 from labkit.toyshop import db
 from labkit.toyshop.export import export_batched

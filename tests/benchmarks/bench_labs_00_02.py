@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 import labkit
-from labkit.stats import format_duration as fmt
+from labkit.measure.stats import format_duration as fmt
 
 
 def span(values: list[float], f: Callable[[float], str] = lambda v: f"{v:.3g}") -> str:

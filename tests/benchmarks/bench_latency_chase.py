@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from labkit.latency import memory
-from labkit.machine import pinned, usable_cpus
-from labkit.stats import format_bytes
+from labkit.measure.machine import pinned, usable_cpus
+from labkit.measure.stats import format_bytes
 
 C_CHASE = r"""
 #include <stdint.h>

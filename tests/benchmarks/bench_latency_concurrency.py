@@ -41,8 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from labkit.latency import concurrency, network, osprobes
-from labkit.machine import usable_cpus
-from labkit.stats import format_duration
+from labkit.measure.machine import usable_cpus
+from labkit.measure.stats import format_duration
 
 C_TWINS = r"""
 #define _GNU_SOURCE

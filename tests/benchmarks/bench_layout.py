@@ -33,8 +33,8 @@ import sys
 import numpy as np
 
 from labkit import layout
-from labkit.comparison import Comparison, compare
-from labkit.stats import format_duration
+from labkit.measure.comparison import Comparison, compare
+from labkit.measure.stats import format_duration
 
 WARNED: set[str] = set()
 

@@ -38,9 +38,9 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from labkit.comparison import compare
+from labkit.measure.comparison import compare
+from labkit.measure.stats import format_duration
 from labkit.nplusone import watch
-from labkit.stats import format_duration
 from labkit.trace import parse_server_timing
 
 CUSTOMER = 1  # ladder: 50 orders × 4 items

@@ -25,8 +25,8 @@ import time
 import msgspec
 import numpy as np
 
-from labkit.comparison import compare
-from labkit.stats import format_duration
+from labkit.measure.comparison import compare
+from labkit.measure.stats import format_duration
 from labkit.toyshop.catalog import FakeCatalog
 from labkit.toyshop.core import CODECS, SCHEMAS, compress, decode, decompress, encode
 from labkit.toyshop.core.encoding import codec_label

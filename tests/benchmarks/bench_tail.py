@@ -32,7 +32,7 @@ import numpy as np
 import labkit
 from labkit.client import Endpoint
 from labkit.load import Sweep, run, sweep
-from labkit.machine import CpuWatch
+from labkit.measure.machine import CpuWatch
 from labkit.queueing import Services, observe, order_paths, pool_study, tail_rounds
 
 CONNECTIONS = 64

@@ -120,7 +120,7 @@ def wrk(url: str, *, connections: int, duration_s: float, cpu: int = LOAD_CPU) -
 
 def us(ns: float) -> str:
     """ns -> '123 µs' / '4.56 ms'."""
-    from labkit.stats import format_duration
+    from labkit.measure.stats import format_duration
 
     return format_duration(ns)
 

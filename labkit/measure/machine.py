@@ -106,7 +106,7 @@ def fingerprint() -> dict[str, Any]:
 def _cgroup_cpu() -> dict[str, Any]:
     """The cores this process may use, its CFS quota (cores, None = none) and the cgroup's throttling so far:
     two fingerprints taken around a measurement show whether the kernel paused it (``labkit room``)."""
-    from labkit.cgroup import cpu_quota
+    from labkit.measure.cgroup import cpu_quota
 
     out: dict[str, Any] = {}
     if hasattr(os, "sched_getaffinity"):

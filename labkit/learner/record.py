@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.comparison import Comparison
 from labkit.errors import BadInputError, ResultsError, ResultsWarning
-from labkit.machine import fingerprint
+from labkit.measure.comparison import Comparison
+from labkit.measure.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
 __all__ = ["Experiment", "experiments", "judge"]
@@ -160,12 +160,14 @@ class Experiment(Saveable):
 
         A template (:attr:`is_template`) is not saved — a TODO is not a prediction, and a record of it would
         read as one in ``experiments()`` and in reports: None is returned, and what to write is said — in a
-        notebook as an amber notice in the cell's output (:func:`labkit.guesses.notice`; a warning would go to
+        notebook as an amber notice in the cell's output (:func:`labkit.learner.guesses.notice`; a warning would go to
         stderr, which JupyterLab draws red, as an error), elsewhere as a :class:`~labkit.errors.ResultsWarning`."""
         if self.is_template:
             message = (f"experiment {self.title!r} not saved: its hypothesis still says TODO — write yours (what "
                        "you expect to change, by how much, and why), then run the cell again")
-            from labkit import guesses  # here, not at the top: importing it hooks IPython's cell events
+            from labkit.learner import (
+                guesses,  # here, not at the top: importing it hooks IPython's cell events
+            )
 
             if guesses.ipython() is not None:  # a notebook: shown in the cell's output
                 guesses.notice(message, tone="todo")

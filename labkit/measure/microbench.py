@@ -23,9 +23,9 @@ import numpy as np
 
 from labkit.clock import Clock
 from labkit.inputs import function, integer, number
-from labkit.machine import fingerprint
+from labkit.measure.machine import fingerprint
+from labkit.measure.stats import format_duration, percentiles, spread
 from labkit.results import Saveable, TextRepr
-from labkit.stats import format_duration, percentiles, spread
 
 __all__ = ["BenchResult", "bench", "Clock"]
 

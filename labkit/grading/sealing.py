@@ -14,7 +14,7 @@ def seal(namespace: dict[str, Any]) -> dict[str, Any]:
     Each function defined in the module (and each method of its classes) is rebound so that the names it
     reads come from the snapshot; the module's own names become separate copies of them (so changing
     ``module.fn.__code__`` changes the copy, not the grader's). Replacing a name in the module afterwards —
-    ``labNN.baseline = slow``, ``labkit.check.difference = always_none`` — changes nothing the sealed
+    ``labNN.baseline = slow``, ``labkit.grading.kit.difference = always_none`` — changes nothing the sealed
     functions run. Returns the snapshot.
     """
     snap = dict(namespace)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from labkit.sealing import seal
+from labkit.grading.sealing import seal
 
 __all__ = ["difference", "kind"]
 

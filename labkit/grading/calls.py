@@ -1,7 +1,7 @@
 """One code path for every graded call: a worker thread that runs the learner's function, timed and metered.
 
-A grader (see :mod:`labkit.check`) makes every call of the learner's function — correctness, budget, timing —
-through one :class:`Runner`, so nothing in the call's stack, thread or frames tells one phase from another.
+A grader (see :mod:`labkit.grading.kit`) makes every call of the learner's function — correctness, budget, timing —
+through one :class:`Caller`, so nothing in the call's stack, thread or frames tells one phase from another.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.sealing import seal
+from labkit.grading.sealing import seal
 
-__all__ = ["Outcome", "Meter", "Runner", "CLOCK"]
+__all__ = ["Outcome", "Meter", "Caller", "CLOCK"]
 
 #: the clock graded calls are timed with, bound at import: rebinding time.perf_counter_ns later changes nothing
 CLOCK = time.perf_counter_ns
@@ -75,12 +75,12 @@ def _serve(jobs: queue.SimpleQueue[Any], done: queue.SimpleQueue[Any], clock: Ca
         out = None
 
 
-class Runner:
+class Caller:
     """Every call of a graded function, in every phase, made the same way: in one worker thread, two frames
     below its entry (``_serve`` → ``_timed`` → the function), timed with the clock bound at import.
 
     Args:
-        timeout_s: a call that has not returned by then fails (and so does every later call of this runner).
+        timeout_s: a call that has not returned by then fails (and so does every later call of this caller).
 
     Use it as a context manager (the worker stops at the end), or call :meth:`close`.
     """
@@ -114,7 +114,7 @@ class Runner:
         if self._broken is None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> Runner:
+    def __enter__(self) -> Caller:
         return self
 
     def __exit__(self, *exc: Any) -> None:

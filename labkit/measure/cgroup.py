@@ -1,7 +1,7 @@
 """This process's cgroup, as the kernel enforces it: the CPU quota (and its throttling so far) and the cpuset.
 
-Read by ``labkit.machine`` (every fingerprint notes the quota and throttling, so two taken around a measurement
-show whether the kernel paused it) and by ``labkit doctor --hub`` (:mod:`labkit.hub`). Every file is read under
+Read by ``labkit.measure.machine`` (every fingerprint notes the quota and throttling, so two taken around a measurement
+show whether the kernel paused it) and by ``labkit doctor --hub`` (:mod:`labkit.workshop.hub`). Every file is read under
 ``root`` (``/`` on a real machine) so that tests hand in exact fake cgroup trees.
 """
 

@@ -43,15 +43,15 @@ from typing import Any
 import numpy as np
 
 from labkit.clock import Clock
-from labkit.collector import MODES, check_mode, collector
 from labkit.errors import BadInputError
 from labkit.inputs import function, integer
-from labkit.machine import fingerprint
-from labkit.microbench import _result
+from labkit.measure.collector import MODES, check_mode, collector
+from labkit.measure.machine import fingerprint
+from labkit.measure.microbench import _result
+from labkit.measure.stats import RatioEstimate, format_duration, ratio_of_medians
+from labkit.measure.workers import LocalSide, WorkerSide
 from labkit.progress import LazySteps, refreshing, steps_bar
 from labkit.results import Saveable
-from labkit.stats import RatioEstimate, format_duration, ratio_of_medians
-from labkit.workers import LocalSide, WorkerSide
 
 __all__ = ["Comparison", "compare", "plan_looks", "verdict_for"]
 
@@ -210,8 +210,8 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
             both sides do the same work and no cache keyed on the input can answer for either. Each sample
             is one call (no loop calibration), and building the input is not timed: make inputs big enough
             that one call lasts well over 10 µs. Warm-up calls use inputs of their own (negative ``k``).
-            This is what exercise graders time with (see :mod:`labkit.check`).
-        gc: the cyclic garbage collector while timing (see :data:`labkit.collector.MODES`): ``"as-is"``
+            This is what exercise graders time with (see :mod:`labkit.grading.kit`).
+        gc: the cyclic garbage collector while timing (see :data:`labkit.measure.collector.MODES`): ``"as-is"``
             (default) leaves it as the program has it; ``"frozen"`` runs ``gc.collect()`` then ``gc.freeze()``
             first, so collections skip every object alive before the comparison — in a notebook, the kernel's
             — and see only what the calls allocate; ``"disabled"`` turns it off. Either way the collections

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.cgroup import CpuQuota, cpu_quota, cpuset
-from labkit.doctor import Check
-from labkit.labs import CellTime, culler_check, longest_cells
+from labkit.measure.cgroup import CpuQuota, cpu_quota, cpuset
+from labkit.workshop.culler import CellTime, culler_check, longest_cells
+from labkit.workshop.doctor import Check
 
 __all__ = ["Probe", "on_hub", "probe", "checks"]
 
@@ -135,14 +135,14 @@ def _span(cores: tuple[int, ...]) -> str:
 def checks(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None,
            measured: Probe | None = None, machine_cores: int | None = None,
            cells: Mapping[tuple[str, bool], CellTime] | None = None) -> tuple[Check, ...]:
-    """The hub checks, one :class:`~labkit.doctor.Check` each: quota, throttling, cores, neighbours, steal, limits.
+    """The hub checks, one :class:`~labkit.workshop.doctor.Check` each: quota, throttling, cores, neighbours, steal, limits.
 
     Args:
         root: where /proc and /sys are read from (tests pass a fake tree).
         env: the environment to read ``CPU_LIMIT`` / ``CPU_GUARANTEE`` / ``MEM_LIMIT`` from (default: os.environ).
         measured: a :func:`probe` already taken (default: take one now, 0.5 s on every allowed core).
         machine_cores: the node's core count (default: os.cpu_count()).
-        cells: each lab's longest cell as measured (default: :func:`labkit.labs.longest_cells`, from this
+        cells: each lab's longest cell as measured (default: :func:`labkit.workshop.culler.longest_cells`, from this
             server's ``labkit report`` runs), compared with the culler's timeout.
     """
     env = os.environ if env is None else env

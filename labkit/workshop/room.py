@@ -1,7 +1,7 @@
 """``labkit room collect DIR…``: the room's view — every learner's experiment records on one offline page.
 
 The instructor points it at a hub's home folders (``/home``: one folder per learner) or at a folder of handed-in
-files. Each experiment record (:class:`labkit.record.Experiment` JSON) becomes one row: who, which experiment,
+files. Each experiment record (:class:`labkit.learner.record.Experiment` JSON) becomes one row: who, which experiment,
 the prediction, the measured ratio with its interval, the verdict — and how noisy the learner's machine was
 when they measured, read from the record's fingerprints and the comparison's spread:
 
@@ -126,7 +126,7 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
     Raises:
         BadInputError: a folder given does not exist or is not a folder (one bad *file* never raises).
     """
-    from labkit.record import Experiment
+    from labkit.learner.record import Experiment
     from labkit.results import read_json
 
     entries: list[Entry] = []

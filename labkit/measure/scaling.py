@@ -27,11 +27,11 @@ import numpy as np
 
 from labkit.clock import Clock
 from labkit.errors import BadInputError
-from labkit.machine import fingerprint
-from labkit.microbench import bench
+from labkit.measure.machine import fingerprint
+from labkit.measure.microbench import bench
+from labkit.measure.stats import format_duration
 from labkit.progress import LazySteps
 from labkit.results import Saveable
-from labkit.stats import format_duration
 
 __all__ = ["SizeSweep", "sweep_sizes", "size_in_bytes"]
 

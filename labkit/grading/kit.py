@@ -11,14 +11,14 @@ first one that fails (a fast wrong answer earns nothing):
    that does only a sliver of the baseline's work on an input nobody has seen is a cache, not a fix;
 3. :func:`timed` — :func:`labkit.compare` interleaving baseline and solution on a fresh input for every timed
    call, **the answers of a random sample of the timed calls (chosen after the run) checked**;
-4. :func:`prediction` — the learner's :class:`~labkit.record.Experiment` is required: planned with a
+4. :func:`prediction` — the learner's :class:`~labkit.learner.record.Experiment` is required: planned with a
    predicted ratio before the check, concluded with the measured comparison (judged on the size of the effect,
-   :func:`labkit.record.judge`) and saved.
+   :func:`labkit.learner.record.judge`) and saved.
 
 Threat model — what a grader built on this kit withstands:
 
 * **Telling the phases apart.** Every call of the learner's function, in every phase, goes through one
-  :class:`Runner`: the same worker thread, the same two frames above the function (``_timed`` in ``_serve``),
+  :class:`Caller`: the same worker thread, the same two frames above the function (``_timed`` in ``_serve``),
   arguments built fresh for that call. Sizes are drawn per grading from a band (:func:`band`), call counts
   vary, the correctness pass includes inputs of the timed size, and every answer the grader measures is
   checked, so a function that detects "am I timed?" (by size, count, stack or time) gains nothing.
@@ -27,7 +27,7 @@ Threat model — what a grader built on this kit withstands:
   the answer's own ``__eq__``; ``True`` is not ``1``, ``3.0`` is not ``3``.
 * **Tampering with names.** The kit and each exercise module :func:`seal` their namespaces at import: the
   functions they run look names up in a snapshot taken then. Rebinding ``labNN.baseline``, ``labNN.check``'s
-  helpers, ``labkit.check.*``, ``labkit.compare.compare`` or ``time.perf_counter_ns`` after import, or swapping
+  helpers, ``labkit.grading.kit.*``, ``labkit.compare.compare`` or ``time.perf_counter_ns`` after import, or swapping
   a function's ``__code__``, changes nothing the grader runs.
 * **Mutating shared objects, walking around meters, reading fakes.** A grader gives the learner's function
   its own objects (a connection, a client), meters where the function cannot unhook them (SQLite's trace
@@ -39,8 +39,8 @@ What it does **not** withstand (out of scope for a teaching lab; say so rather t
 deliberately reaches into the grader's own state — ``sys._current_frames()``, ``gc.get_objects()``, a
 function's ``__globals__`` or ``__closure__``, the frames' ``f_locals`` —, monkey-patching the third-party or
 standard modules that the baseline itself calls (``numpy.vstack``, ``sqlite3``, ``labkit.toyshop.export``'s
-helpers), the private helpers of unsealed labkit modules (``labkit.compare._estimate``, ``labkit.stats``), the
-attributes of the kit's classes (``Runner.call``, ``Exercise.grade``), ``ctypes``, or a second process. A
+helpers), the private helpers of unsealed labkit modules (``labkit.compare._estimate``, ``labkit.measure.stats``), the
+attributes of the kit's classes (``Caller.call``, ``Exercise.grade``), ``ctypes``, or a second process. A
 phase can still be told apart by a learner who looks for the meter itself (``sys.gettrace()`` during lab 04's
 budget): nothing pays for it, because every answer is checked on inputs made for the grading. Such code can
 also read the hints' answer; the grader is a teacher, not a sandbox.
@@ -60,22 +60,22 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from labkit.comparison import compare as _compare
-from labkit.exact import difference
-from labkit.exact import kind as _kind
-from labkit.record import Experiment as _Experiment
-from labkit.runner import CLOCK as _CLOCK
-from labkit.runner import Meter, Outcome, Runner
-from labkit.sealing import seal
+from labkit.grading.calls import CLOCK as _CLOCK
+from labkit.grading.calls import Caller, Meter, Outcome
+from labkit.grading.exact import difference
+from labkit.grading.exact import kind as _kind
+from labkit.grading.sealing import seal
+from labkit.learner.record import Experiment as _Experiment
+from labkit.measure.comparison import compare as _compare
 
-__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "fresh_seed", "not_callable", "Runner",
+__all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "fresh_seed", "not_callable", "Caller",
            "Outcome", "difference", "answers", "metered", "timed", "planned", "prediction", "band", "seal", "Meter"]
 
 
 @dataclass(frozen=True)
 class Item:
     """One graded criterion: whether it held, a sentence saying what was checked or what to fix, and the
-    measurement behind it when there is one (a :class:`labkit.comparison.Comparison`, a count)."""
+    measurement behind it when there is one (a :class:`labkit.measure.comparison.Comparison`, a count)."""
 
     ok: bool
     message: str
@@ -250,10 +250,10 @@ def _differs(differ: Callable[[Any, Any], str | None], want: Any, got: Any) -> s
         return f"your answer could not be compared ({_text(e)}); return plain values of the stated type"
 
 
-def answers(runner: Runner, solution: Callable[..., Any], baseline: Callable[..., Any],
+def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[..., Any],
             cases: Iterable[tuple[Any, ...] | Callable[[], tuple[Any, ...]]], *, differ: Callable[[Any, Any], str | None] = difference,
             show: Callable[[tuple[Any, ...]], str] | None = None, copy: bool = True) -> Item:
-    """Correctness: the solution (called through ``runner``) answers every case exactly as the baseline does.
+    """Correctness: the solution (called through ``caller``) answers every case exactly as the baseline does.
 
     Args:
         cases: argument tuples — edge cases, fresh random inputs, **and inputs of the timed size** — or
@@ -271,7 +271,7 @@ def answers(runner: Runner, solution: Callable[..., Any], baseline: Callable[...
         args = case() if built else case
         name = show(args) if show else _short(args)
         want, want_err = _call(baseline, args, copy and not built)
-        got = runner.call(solution, case() if built else _copy.deepcopy(args) if copy else args)
+        got = caller.call(solution, case() if built else _copy.deepcopy(args) if copy else args)
         if want_err is not None:
             if got.error is None:
                 return failed(f"on {name}: expected {type(want_err).__name__} (as the baseline raises)",
@@ -290,7 +290,7 @@ def answers(runner: Runner, solution: Callable[..., Any], baseline: Callable[...
     return passed(f"same answers as the baseline on all {n} inputs", criterion="correctness")
 
 
-def metered(runner: Runner, solution: Callable[..., Any], baseline: Callable[..., Any],
+def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[..., Any],
             build: Callable[[], tuple[Any, ...]], *, meter: Callable[[], Meter], unit: str, what: str,
             limit: float | None = None, max_fraction: float | None = None, floor: float = 0.01,
             differ: Callable[[Any, Any], str | None] = difference, warm: Callable[[], tuple[Any, ...]] | None = None,
@@ -314,14 +314,14 @@ def metered(runner: Runner, solution: Callable[..., Any], baseline: Callable[...
         raise ValueError(f"metered({what!r}) has no budget: give limit= (an amount of {unit}), max_fraction= (of "
                          "the baseline's) or both")
     if warm is not None:
-        runner.call(baseline, warm())
-        runner.call(solution, warm())
+        caller.call(baseline, warm())
+        caller.call(solution, warm())
     base_meter, mine = meter(), meter()
-    base = runner.call(baseline, build(), base_meter)
+    base = caller.call(baseline, build(), base_meter)
     if base.error is not None:
         return failed(f"{what}: the baseline itself failed under the meter ({_text(base.error)})",
                       hint="a grader problem: report it", criterion="budget")
-    got = runner.call(solution, build(), mine)
+    got = caller.call(solution, build(), mine)
     if got.error is not None:
         return failed(f"{what}: your function raised {_text(got.error)}", criterion="budget")
     where = _differs(differ, base.value, got.value)
@@ -349,13 +349,13 @@ class _LearnerRaised(Exception):
         self.error = error
 
 
-def timed(runner: Runner, baseline: Callable[..., Any], solution: Callable[..., Any], *,
+def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., Any], *,
           inputs: Callable[[int], tuple[Any, ...]], required_speedup: float, rounds: int, rng: Any,
           what: str = "", differ: Callable[[Any, Any], str | None] = difference, sample: int | None = None,
           **compare_kw: Any) -> Item:
     """Speed on fresh inputs, every answer (or a sample of ``sample`` ≥ 3, chosen after the run) checked.
 
-    :func:`labkit.compare` (bound at import) interleaves both sides, each call through ``runner`` (its
+    :func:`labkit.compare` (bound at import) interleaves both sides, each call through ``caller`` (its
     hand-off is taken off the clock: a sample is the call's own time). The rounds (``rounds`` plus up to half
     as many again) and warm-ups (1–3) are drawn from ``rng``. Then the solution's answers are compared with
     the baseline's for the same inputs — all, or ``sample`` of them drawn with :mod:`secrets` once the run is
@@ -374,7 +374,7 @@ def timed(runner: Runner, baseline: Callable[..., Any], solution: Callable[..., 
     def side(i: int, fn: Callable[..., Any]) -> Callable[..., None]:
         def call(*args: Any) -> None:
             t0 = _CLOCK()
-            out = runner.call(fn, args)
+            out = caller.call(fn, args)
             lost[0] += (_CLOCK() - t0) - out.ns
             if out.error is not None:
                 raise _LearnerRaised(out.error)
@@ -415,7 +415,7 @@ _PLAN = ("plan it before the check: exp = Experiment.plan('my fix', 'what I chan
 
 
 def planned(experiment: Any, *, template: str | None = None) -> Item:
-    """The prediction is required: an :class:`~labkit.record.Experiment` (that exact type) with a hypothesis in
+    """The prediction is required: an :class:`~labkit.learner.record.Experiment` (that exact type) with a hypothesis in
     the learner's words (not ``template``, nothing marked TODO) and a predicted ratio."""
     if experiment is None:
         return failed("no prediction: experiment= is None", "a prediction is part of passing", _PLAN,
@@ -438,7 +438,7 @@ def planned(experiment: Any, *, template: str | None = None) -> Item:
 
 def prediction(experiment: Any, comparison: Any, *, save: bool = True) -> Item:
     """The learner's experiment (checked by :func:`planned` first) concluded with the grader's measurement
-    (``comparison``, the speed item's ``detail``), judged on the effect (:func:`labkit.record.judge`) and
+    (``comparison``, the speed item's ``detail``), judged on the effect (:func:`labkit.learner.record.judge`) and
     saved. A refuted prediction is a result, and passes: what fails is a record that cannot be concluded."""
     first = planned(experiment)
     if not first.ok:

@@ -5,7 +5,7 @@ cell by cell, the learner fills it in, then runs the measurement. Run top to bot
 every guess cell runs before anyone could write in it, and the whole point of the lab is lost without a word.
 This module makes that visible, the same way in every lab:
 
-    from labkit import guesses
+    from labkit.learner import guesses
     my_guess_ms = None               # the learner's cell
     guesses.noted(my_guess_ms=my_guess_ms)
 
@@ -204,7 +204,7 @@ def against(measured: Mapping[str, float], *, units: Mapping[str, str] | None = 
     Args:
         measured: guess name (as given to :func:`noted`) → the value measured for it, in the guess's unit.
         units: guess name → its unit, for the labels ("ms", "×"); ratios of experiments need none.
-        experiments: concluded :class:`labkit.record.Experiment` records (``predicted_ratio`` beside
+        experiments: concluded :class:`labkit.learner.record.Experiment` records (``predicted_ratio`` beside
             ``measured_ratio``); one not measured yet is left out.
 
     Returns:

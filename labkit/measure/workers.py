@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.clock import Clock
-from labkit.collector import Collections, collector
 from labkit.errors import BadInputError, ProbeUnavailable
-from labkit.microbench import calibrate, time_loop
+from labkit.measure.collector import Collections, collector
+from labkit.measure.microbench import calibrate, time_loop
 
 __all__ = ["LocalSide", "WorkerSide"]
 
