@@ -270,3 +270,19 @@ def test_the_timed_and_the_metered_answers_are_checked_too():
         with pytest.raises(ValueError, match="has no budget"):  # a grader without a cap would pass anything
             kit.metered(caller, reference, baseline, lambda: (toy.make(1200, 97),), meter=toy.Lines, unit="lines",
                         what="an unseen input")
+
+
+def test_start_refuses_what_is_not_a_function_and_draws_a_seed_and_its_generator():
+    from labkit.grading import Exercise
+
+    ex = Exercise("t", ["a"], "s")
+    # GIVEN something that is not a function: the refusal, before any criterion (not an attempt)
+    refused, seed, rng = ex.start(3, None)
+    assert refused is not None and not refused.passed and "not int" in str(refused) and ex.attempts == 0
+    # GIVEN a function and a seed: no refusal, that seed, and a generator that reproduces the run
+    refused, seed, rng = ex.start(len, 7)
+    assert refused is None and seed == 7 and rng.random() == random.Random(7).random()
+    # AND the grade's title names what was graded and the seed
+    assert ex.grade(lambda: kit.passed("ok"), seed=7, about="order 3").title == "t (order 3, seed 7)"
+    plain = ex.grade(lambda: kit.passed("ok"))
+    assert plain.title == "t" and plain.passed

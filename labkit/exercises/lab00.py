@@ -20,8 +20,6 @@ from labkit.grading import (
     answers,
     band,
     failed,
-    fresh_seed,
-    not_callable,
     passed,
     prediction,
     seal,
@@ -118,11 +116,9 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
     when ``save``): whether your prediction held is reported — a refuted prediction is a result, and passes.
     ``seed`` reproduces a grading run (a new one is drawn each time by default).
     """
-    refused = not_callable(EXERCISE, solution)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(solution, seed)
+    if refused:
         return refused
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     size = band(rng, n, 0.25)
     cases = _cases(rng, size)
     base = rng.randrange(2**31)
@@ -135,8 +131,8 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
             return item, prediction(experiment, item.detail, save=save)
 
         result = EXERCISE.grade(lambda: answers(caller, solution, unique_in_order, cases),
-                                lambda: _plan_item(experiment), fast_then_concluded)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+                                lambda: _plan_item(experiment), fast_then_concluded, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

@@ -54,8 +54,6 @@ from labkit.grading import (
     Exercise,
     Item,
     failed,
-    fresh_seed,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -249,8 +247,8 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
         A :class:`labkit.grading.kit.CheckResult`: the counts, the plan, priced from the table, each stage within the
         band and the prediction concluded.
     """
-    refused = not_callable(EXERCISE, napkin)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(napkin, seed)
+    if refused:
         return refused
     if not (isinstance(factor, int | float) and factor > 1):
         return EXERCISE.refuse(f"factor must be a number above 1 (e.g. 5), got {factor!r}")
@@ -260,8 +258,6 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
     from labkit.latency.network import http_samples
     from labkit.measure.comparison import compare
 
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     # the grading table: the learner's rows, each scaled by its own factor, and nothing else in it
     grading = _scaled(table, {r.key: math.exp(rng.uniform(math.log(0.5), math.log(2.0))) for r in table.rows})
     state: dict[str, Any] = {}
@@ -352,8 +348,9 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
                 return band, failed(f"the requests could not be compared: {e}", criterion="prediction")
             return band, prediction(experiment, c, save=save)
 
-        result = EXERCISE.grade(counted, lambda: planned(experiment), from_table, within_band)
-    return CheckResult(f"{result.title} (order {order_id}, seed {seed})", result.items)
+        result = EXERCISE.grade(counted, lambda: planned(experiment), from_table, within_band, seed=seed,
+                                about=f"order {order_id}")
+    return result
 
 
 _SEALED = seal(globals())

@@ -50,9 +50,7 @@ from labkit.grading import (
     answers,
     difference,
     failed,
-    fresh_seed,
     metered,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -297,13 +295,11 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
         A :class:`labkit.grading.kit.CheckResult`: correctness, the plan, the query budget, the speed-up, the
         prediction concluded.
     """
-    refused = not_callable(EXERCISE, solution)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(solution, seed)
+    if refused:
         return refused
     from labkit.toyshop import dataset
 
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     path = dataset.ensure(size)
     mine, theirs = _copy_of(path), _copy_of(path)  # the learner's copy, the baseline's copy
     my_calls, their_calls = [0], [0]
@@ -352,11 +348,11 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
                          what="customers of 40+ items created for each timed call")
             return item, prediction(experiment, item.detail, save=save)
 
-        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast)
+        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast, seed=seed)
     mine.close()
     theirs.close()
     note = () if not ignored else (passed(f"(ignored: {', '.join(f'{k}=' for k in sorted(ignored))} — the check builds its own)"),)
-    return CheckResult(f"{result.title} (seed {seed})", result.items + note)
+    return CheckResult(result.title, result.items + note)
 
 
 _SEALED = seal(globals())

@@ -42,9 +42,7 @@ from labkit.grading import (
     band,
     difference,
     failed,
-    fresh_seed,
     metered,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -223,11 +221,9 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
         A :class:`labkit.grading.kit.CheckResult`: correctness, the prediction planned, the allocation budget, the
         speed-up, the prediction concluded.
     """
-    refused = not_callable(EXERCISE, solution)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(solution, seed)
+    if refused:
         return refused
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     days, products = band(rng, TIMED_DAYS), band(rng, TIMED_PRODUCTS)
     cases = _cases(rng, days, products)
     unseen, warm, timed_base = (rng.randrange(2**31) for _ in range(3))
@@ -252,8 +248,8 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
                          what=f"{size}, a new input for every timed call")
             return item, prediction(experiment, item.detail, save=save)
 
-        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

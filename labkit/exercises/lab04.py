@@ -45,9 +45,7 @@ from labkit.grading import (
     answers,
     band,
     difference,
-    fresh_seed,
     metered,
-    not_callable,
     planned,
     prediction,
     seal,
@@ -276,11 +274,9 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
         A :class:`labkit.grading.kit.CheckResult`: correctness, the prediction planned, the budget, the speed-up,
         the prediction concluded.
     """
-    refused = not_callable(EXERCISE, solution)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(solution, seed)
+    if refused:
         return refused
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     size = band(rng, n)
     cases = _cases(rng, size)
     budget_size, budget_seed, budget_start = band(rng, n // 2), rng.randrange(2**31), rng.randrange(0, 100)
@@ -310,8 +306,8 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
 
         result = EXERCISE.grade(
             lambda: answers(caller, solution, revenue_by_category, cases, differ=_differ, show=_show),
-            lambda: planned(experiment), within_budget, fast_then_concluded)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+            lambda: planned(experiment), within_budget, fast_then_concluded, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

@@ -46,9 +46,7 @@ from labkit.grading import (
     band,
     difference,
     failed,
-    fresh_seed,
     kind,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -186,13 +184,11 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         save: save the concluded experiment record.
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
-    refused = not_callable(EXERCISE, encode)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(encode, seed)
+    if refused:
         return refused
     if format not in FORMATS:
         return EXERCISE.refuse(f"format={format!r}: the courier app reads {' or '.join(map(repr, FORMATS))}")
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     from labkit.toyshop.catalog import FakeCatalog
     from labkit.toyshop.dataset import ensure
 
@@ -239,8 +235,8 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
             return item, prediction(experiment, item.detail, save=save)
 
         result = EXERCISE.grade(lambda: answers(caller, encode, baseline, graded, differ=differ, show=show),
-                                lambda: planned(experiment), small, fast_then_concluded)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+                                lambda: planned(experiment), small, fast_then_concluded, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

@@ -40,9 +40,7 @@ from labkit.grading import (
     answers,
     band,
     failed,
-    fresh_seed,
     metered,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -246,11 +244,9 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
         A :class:`labkit.grading.kit.CheckResult`: correctness, the prediction, the allocation budget, the speed-up
         and the concluded prediction.
     """
-    refused = not_callable(EXERCISE, solution)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(solution, seed)
+    if refused:
         return refused
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     n = band(rng, TIMED_ORDERS)
     cases = _cases(rng, n)
     unseen, warm, timed_base = rng.randrange(2**31), rng.randrange(2**31), rng.randrange(2**31)
@@ -273,8 +269,8 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
                          what=f"{n} orders, a new batch for every timed call")
             return item, prediction(experiment, item.detail, save=save)
 
-        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+        result = EXERCISE.grade(correct, lambda: planned(experiment), within_budget, fast, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

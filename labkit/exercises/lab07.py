@@ -55,9 +55,7 @@ from labkit.grading import (
     Experiment,
     Item,
     failed,
-    fresh_seed,
     kind,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -265,14 +263,13 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         capacity_s, objective_s: seconds of the grader's capacity run and of its run at the target rate.
         save: save the concluded experiment record.
     """
-    refused = not_callable(EXERCISE, plan)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(plan, seed)
+    if refused:
         return refused
     if not factor > 1:
         return EXERCISE.refuse(f"factor must be > 1 (1.5 allows 2/3× to 1.5×), got {factor!r}")
     from labkit.queueing.pools import order_paths
 
-    seed = fresh_seed() if seed is None else seed
     deployments, paths = draw(seed), order_paths()
     answers: dict[int, tuple[float, int, float, Any]] = {}  # k -> capacity, pool, W (ns), the grader's run alone
     at_rate: dict[int, Any] = {}
@@ -371,8 +368,8 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         return prediction(experiment, c, save=save)
 
     result = EXERCISE.grade(lambda: planned(experiment), lambda: capacity(0), lambda: sized(0), lambda: capacity(1), lambda: sized(1),
-                            lambda: objective(0), lambda: objective(1), predicted)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+                            lambda: objective(0), lambda: objective(1), predicted, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

@@ -32,7 +32,6 @@ Every call of your function goes through one :class:`labkit.grading.kit.Caller`,
 from __future__ import annotations
 
 import json
-import random
 import secrets
 import sqlite3
 import statistics
@@ -53,10 +52,8 @@ from labkit.grading import (
     band,
     difference,
     failed,
-    fresh_seed,
     kind,
     metered,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -228,11 +225,9 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
     from labkit.toyshop.dataset import ensure
     from labkit.toyshop.db import connect
 
-    refused = not_callable(EXERCISE, my_order)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(my_order, seed)
+    if refused:
         return refused
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
     conn, orders = _orders(size)
     path = ensure(size, quiet=True)
     grader = FakeCatalog.from_db(path, delay_ms=catalog_delay_ms)  # fresh: its writes stay in this grading
@@ -343,9 +338,9 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
             return item, prediction(experiment, item.detail, save=save)
 
         result = EXERCISE.grade(correct, lambda: planned(experiment), live, asked, within_budget,
-                                fast_then_concluded)
+                                fast_then_concluded, seed=seed)
     their_conn.close()
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+    return result
 
 
 _SEALED = seal(globals())

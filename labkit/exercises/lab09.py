@@ -59,9 +59,7 @@ from labkit.grading import (
     band,
     difference,
     failed,
-    fresh_seed,
     kind,
-    not_callable,
     passed,
     planned,
     prediction,
@@ -345,11 +343,9 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
         save: save the concluded experiment record.
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
-    refused = not_callable(EXERCISE, my_ledger)
-    if refused is not None:
+    refused, seed, rng = EXERCISE.start(my_ledger, seed)
+    if refused:
         return refused
-    seed = fresh_seed() if seed is None else seed
-    rng = random.Random(seed)
 
     def yours(load: list[list[tuple[int, int]]]) -> Stress:
         return stress(my_ledger, load, hold_ms=hold_ms)
@@ -435,8 +431,8 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
                 return (item,)
             return item, prediction(experiment, c, save=save)
 
-        result = EXERCISE.grade(exact, lambda: planned(experiment), within_budget, faster)
-    return CheckResult(f"{result.title} (seed {seed})", result.items)
+        result = EXERCISE.grade(exact, lambda: planned(experiment), within_budget, faster, seed=seed)
+    return result
 
 
 _SEALED = seal(globals())

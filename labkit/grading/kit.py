@@ -54,6 +54,7 @@ from __future__ import annotations
 import copy as _copy
 import inspect
 import math
+import random
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -160,8 +161,23 @@ class Exercise:
         self._solution = solution
         self.attempts = 0
 
-    def grade(self, *steps: Callable[[], Item | Sequence[Item]]) -> CheckResult:
-        """Run the criteria in order, stopping after the first failed item; count the attempt."""
+    def start(self, solution: Any, seed: int | None) -> tuple[CheckResult | None, int, random.Random]:
+        """What every grader does first: the refusal when ``solution`` is not a function (else ``None``), the
+        grading's seed (a fresh one, :func:`fresh_seed`, unless ``seed`` reproduces a run) and a generator on it.
+
+            refused, seed, rng = EXERCISE.start(solution, seed)
+            if refused:
+                return refused
+        """
+        seed = fresh_seed() if seed is None else seed
+        return not_callable(self, solution), seed, random.Random(seed)
+
+    def grade(self, *steps: Callable[[], Item | Sequence[Item]], seed: int | None = None,
+              about: str = "") -> CheckResult:
+        """Run the criteria in order, stopping after the first failed item; count the attempt. The title names
+        ``about`` (what was graded: "order 42") and the ``seed`` that reproduces the run."""
+        said = ", ".join(x for x in (about, "" if seed is None else f"seed {seed}") if x)
+        title = f"{self.title} ({said})" if said else self.title
         self.attempts += 1
         items: list[Item] = []
         for step in steps:
@@ -175,7 +191,7 @@ class Exercise:
             items.extend([got] if isinstance(got, Item) else got)
             if not all(i.ok for i in items):
                 break
-        return CheckResult(self.title, tuple(items))
+        return CheckResult(title, tuple(items))
 
     def refuse(self, message: str) -> CheckResult:
         """A grade that stops before any criterion (the argument is not a function, say); not an attempt."""
