@@ -33,6 +33,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from labkit.labs import LABS
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -43,10 +45,8 @@ CHART = ".vega-embed canvas, .vega-embed svg.marks"
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 #: every lab, as its papermill run left it: how many charts it draws at least (besides every JupyterChart the
-#: run's outputs hold, which must all be painted). A new lab gets a row here (test_every_lab_is_opened…).
-CHARTS = {"00_method.ipynb": 3, "01_latency_numbers.ipynb": 3, "02_nplusone.ipynb": 3, "03_preallocation.ipynb": 3,
-          "04_data_layout.ipynb": 6, "05_serialization.ipynb": 3, "06_gc_profiling.ipynb": 10,
-          "07_tail_latency.ipynb": 8, "08_capstone.ipynb": 8, "09_contention.ipynb": 3}
+#: run's outputs hold, which must all be painted) — declared with the lab in labkit/labs.py
+CHARTS = {x.notebook: x.charts for x in LABS}
 
 #: the live part of a lab with a panel: after its parameters cells (QUICK = True), the lab's own cells that build
 #: the panel — each named by a line only it contains — and, as plain code, stand-ins for what the sections before

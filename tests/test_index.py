@@ -1,6 +1,6 @@
-"""The index's minutes agree with the labs' headers: a lab whose header totals its section table ("**About N
-minutes core, M with the optional sections**") has that total right (the table's minutes, to the nearest 5) and
-the same N and M − N in its row of the index's time table."""
+"""The labs' minutes agree with their headers: a lab whose header totals its section table ("**About N minutes
+core, M with the optional sections**") has that total right (the table's minutes, to the nearest 5) and the same N
+and M − N as its row in ``labkit/labs.py`` (from which the index's time table is made: tests/test_labs.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from labkit.labs import lab
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 TOTAL = re.compile(r"\*\*About (\d+) minutes core, (\d+) with the optional sections\*\*")
@@ -42,8 +44,7 @@ def test_header_total_matches_its_table_and_the_index(path):
     sums = _sections(header)
     assert abs(sums["core"] - core) <= 2.5 and abs(sums["core"] + sums["optional"] - total) <= 2.5, (
         f"{path.name}: the header says {core} core / {total} in all, its table sums to {sums}")
-    index = _first_cell(NOTEBOOKS / "index.ipynb")
-    row = next((line for line in index.splitlines() if line.startswith(f"| {path.name[:2]} |")), None)
-    assert row is not None, f"index.ipynb has no time row for lab {path.name[:2]}"
-    assert f"| {core} (+{total - core} optional) |" in row, (
-        f"index.ipynb's row for lab {path.name[:2]} should say {core} (+{total - core} optional), as the header does: {row}")
+    declared = lab(path.name[:2])
+    assert declared.self_paced == (core, core) and declared.optional == total - core, (
+        f"labkit/labs.py's row for lab {path.name[:2]} should say self_paced=({core}, {core}), "
+        f"optional={total - core}, as the header does (then run labkit labs --write): {declared.minutes()}")

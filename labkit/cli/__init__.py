@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("labkit.cli.latency", "measure the latency-numbers table on this machine"),
     "report": ("labkit.cli.report", "run a notebook and write one self-contained HTML report of it"),
     "new-review": ("labkit.cli.new_review", "start a design-review notebook from the template"),
+    "new-lab": ("labkit.cli.new_lab", "start a new lab: its notebook, notes, grader and test, registered in the table"),
+    "labs": ("labkit.cli.labs", "list the labs, and make README's and the index's tables equal to labkit/labs.py"),
     "room": ("labkit.cli.room", "collect the learners' experiment records into one offline page for the instructor"),
 }
 
