@@ -21,7 +21,7 @@ import numpy as np
 
 from labkit.errors import ResultsError
 
-__all__ = ["Saveable", "TextRepr", "write_json_atomic", "read_json", "jsonable", "results_dir"]
+__all__ = ["Saveable", "TextRepr", "write_json_atomic", "read_json", "jsonable", "results_dir", "umask_mode"]
 
 
 def jsonable(value: Any) -> Any:
@@ -42,6 +42,16 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def umask_mode(fd: int, mode: int = 0o666) -> None:
+    """Give the file open as ``fd`` the mode a plain ``open()`` would have given it: ``mode`` less the process's
+    umask. (``tempfile.mkstemp`` makes files readable by their owner only, whatever the umask: a result or a report
+    renamed into place from one would be unreadable to the rest of a shared host.)"""
+    current = os.umask(0)
+    os.umask(current)
+    with contextlib.suppress(OSError):  # a file system without modes (some mounts) keeps what it has
+        os.fchmod(fd, mode & ~current)
+
+
 def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Path:
     """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, rename) and return the path.
 
@@ -57,6 +67,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Pat
             f"cannot write results to {target.parent}: {e.strerror or e}. Choose a writable folder "
             "(pass folder=… or set PERFLAB_RESULTS=/some/writable/dir)") from e
     try:
+        umask_mode(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(jsonable(data), f, indent=1, allow_nan=False)
             f.write("\n")

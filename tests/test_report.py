@@ -518,7 +518,10 @@ def test_the_template_runs_as_is_and_reports_its_two_experiments(template_report
     assert titles == ["batched export, customer 4", "batched export under load, customer 4"]
     assert all(c.measured and c.verdict for c in concluded_in(t.run.folder))
     assert html.count('class="marks"') == 2 and external_resources(html) == []
-    assert json.loads((Path(t.run.folder) / "report.json").read_text())["html"] == str(t.html)
+    # the record's paths are relative to the run's folder: a copied folder finds its own page and notebook
+    kept = json.loads((Path(t.run.folder) / "report.json").read_text())
+    assert kept["html"] == f"../{t.html.name}" and kept["folder"] == "." and not Path(kept["notebook"]).is_absolute()
+    assert ReportRun.find(t.run.folder).html == str(t.html.resolve())
     assert re.search(r"commit <code>[0-9a-f]{4,}</code>", top)
 
 
@@ -645,6 +648,39 @@ def test_render_rebuilds_a_finished_runs_page_without_running_it_and_compares_an
     with pytest.raises(BadInputError, match="pass no notebook"):
         from labkit.cli.report import main as report_main
         report_main(["--render", t.run.folder, str(t.nb)])
+
+
+@pytest.mark.slow
+def test_a_moved_run_folder_renders_inside_itself_and_out_is_for_this_time_only(typed_run, tmp_path, monkeypatch):
+    import os
+    import shutil
+    import stat
+
+    from labkit.report.pipeline import rerender
+
+    t = typed_run
+    monkeypatch.setattr("papermill.execute_notebook", lambda *a, **k: pytest.fail("the notebook ran"))
+    # GIVEN a copy of the run's folder somewhere else (a reviewer's download), under a shared host's umask
+    moved = tmp_path / "elsewhere" / Path(t.run.folder).name
+    shutil.copytree(t.run.folder, moved)
+    original = Path(t.run.html).stat().st_mtime_ns
+    old = os.umask(0o022)
+    try:
+        # WHEN it is rendered with --out, then again without
+        run, _ = rerender(moved, out=tmp_path / "once.html")
+        assert (tmp_path / "once.html").is_file()
+        again, _ = rerender(moved)
+    finally:
+        os.umask(old)
+    # THEN --out wrote that file that time only; the plain render writes the copy's own page, beside the copy
+    page = moved.parent / f"{moved.name}.html"
+    assert page.is_file() and again.html == str(page.resolve())
+    assert Path(t.run.html).stat().st_mtime_ns == original   # the original run's page was not touched
+    kept = json.loads((moved / "report.json").read_text())
+    assert kept["html"] == f"../{moved.name}.html" and kept["folder"] == "."
+    # AND the page and the record are readable by others, as the umask says (not mkstemp's 0600)
+    for f in (page, moved / "report.json", tmp_path / "once.html"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
 
 
 # -- the template for reviewing your own functions ---------------------------------------------------------------

@@ -24,7 +24,7 @@ from labkit.report.params import declared_parameters, differences, effective, ty
 from labkit.report.run import IMPORTED, ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
-from labkit.results import read_json
+from labkit.results import read_json, umask_mode
 
 __all__ = ["Rendered", "render", "write_html", "TEMPLATES"]
 
@@ -197,6 +197,7 @@ def write_html(path: str | os.PathLike[str], html: str) -> Path:
     except OSError as e:
         raise ResultsError(f"cannot write the report to {target}: {e.strerror or e}; choose another --out") from e
     try:
+        umask_mode(fd)   # the page is for others to read: not mkstemp's owner-only mode
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(html)
         os.replace(tmp, target)

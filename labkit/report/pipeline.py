@@ -91,12 +91,11 @@ def _rendering(say: Callable[[str], None]) -> Heartbeat:
 
 
 def _write(run: ReportRun, baseline: Path | None, out: str | os.PathLike[str] | None,
-           say: Callable[[str], None] | None = None) -> tuple[ReportRun, Rendered]:
+           say: Callable[[str], None] | None = None, keep: bool = True) -> tuple[ReportRun, Rendered]:
     try:
         with _rendering(_say(say)):
             rendered = render(run.executed, run=run, baseline=baseline)
-        folder = Path(run.folder)
-        target = write_html(Path(out) if out is not None else folder.parent / f"{folder.name}.html", rendered.html)
+        target = write_html(Path(out) if out is not None else run.default_page, rendered.html)
     except Exception as e:
         failed = dataclasses.replace(run, status="failed", error=f"rendering failed: {e}")
         failed.save()
@@ -104,7 +103,10 @@ def _write(run: ReportRun, baseline: Path | None, out: str | os.PathLike[str] | 
             raise
         raise NotebookError(f"the notebook ran, but its report could not be rendered: {type(e).__name__}: {e}. "
                             f"The executed notebook is kept at {run.executed}") from e
-    run = dataclasses.replace(run, status="complete", html=str(target.resolve()), error=None)
+    # the run's page is the one it was built with, or its default page: a re-render --out another file writes that
+    # file this time only (the record keeps its page)
+    page = str(target.resolve()) if keep else run.html
+    run = dataclasses.replace(run, status="complete", html=page, error=None)
     run.save()
     return run, rendered
 
@@ -166,7 +168,8 @@ def rerender(folder: str | os.PathLike[str], *, baseline: str | os.PathLike[str]
     Args:
         folder: the run's folder (``results/reports/<notebook>-<time>/``).
         baseline, compare_anyway: as in :func:`build`; the run's own notebook and parameters are checked.
-        out: where to write the HTML (default: the run's page, replaced atomically).
+        out: where to write the HTML this time (default: the run's default page, ``<folder>.html`` beside the
+            run's folder wherever it is now, replaced atomically); the run's record keeps its page.
         say: where to print progress lines (default: stderr).
 
     Raises:
@@ -187,7 +190,8 @@ def rerender(folder: str | os.PathLike[str], *, baseline: str | os.PathLike[str]
         raise BadInputError(f"--render {path}: that run did not execute to the end ({run.status}"
                             f"{': ' + run.error.splitlines()[0] if run.error else ''}), so there is no page to make; "
                             "run the notebook again with `labkit report NOTEBOOK`")
-    run = dataclasses.replace(run, folder=str(path.resolve()))   # the folder may have moved since
     base = (check_baseline(baseline, run.notebook, effective(run.parameters, run.declared), declared=run.declared,
                            compare_anyway=compare_anyway) if baseline is not None else None)
-    return _write(run, base, out if out is not None else run.html, say)
+    # without --out: the run's default page, beside its folder wherever the folder is now (a moved or copied folder
+    # writes inside its own place, never to the page an earlier --out named)
+    return _write(run, base, out if out is not None else run.default_page, say, keep=out is None)

@@ -64,7 +64,7 @@ class ReportRun(Saveable):
     """One run of a notebook for a report, saved as ``report.json`` in the run's folder.
 
     Attributes:
-        notebook: the source notebook (absolute path).
+        notebook: the source notebook (absolute here; written relative to ``folder`` in ``report.json``).
         folder: the run's folder: the executed notebook, the results it saved, this record.
         parameters: what was passed to the notebook's ``parameters`` cell (typed as its defaults).
         started_at, finished_at: ISO timestamps (UTC).
@@ -106,14 +106,40 @@ class ReportRun(Saveable):
         return Path(self.folder) / f"{self.name}.ipynb"
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:  # type: ignore[override]
-        """Write the record to ``report.json`` in the run's folder (or to ``path``)."""
-        return write_json_atomic(path or Path(self.folder) / RECORD, self.to_dict())
+        """Write the record to ``report.json`` in the run's folder (or to ``path``).
+
+        Its paths are written relative to the run's folder (the folder itself as ``.``), so a run folder copied or
+        moved elsewhere still finds its notebook and page, and re-renders inside itself (:meth:`find`)."""
+        data = self.to_dict()
+        data.update(folder=".", notebook=_relative(self.notebook, self.folder),
+                    html=_relative(self.html, self.folder) if self.html else None)
+        return write_json_atomic(path or Path(self.folder) / RECORD, data)
 
     @classmethod
     def find(cls, folder: str | os.PathLike[str]) -> ReportRun | None:
-        """The record of the run kept in ``folder``, or None when the folder holds none."""
+        """The record of the run kept in ``folder``, or None when the folder holds none; its paths are made
+        absolute again from where the folder is now."""
         path = Path(folder) / RECORD
-        return cls.from_dict(read_json(path, kind=cls.KIND)) if path.is_file() else None
+        if not path.is_file():
+            return None
+        run = cls.from_dict(read_json(path, kind=cls.KIND))
+        here = Path(folder).resolve()
+        return dataclasses.replace(run, folder=str(here), notebook=str((here / run.notebook).resolve()),
+                                   html=str((here / run.html).resolve()) if run.html else None)
+
+    @property
+    def default_page(self) -> Path:
+        """Where the run's page goes unless ``--out`` says otherwise: ``<folder>.html`` beside the folder."""
+        folder = Path(self.folder)
+        return folder.parent / f"{folder.name}.html"
+
+
+def _relative(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> str:
+    """``path`` as seen from ``folder`` (``../x.ipynb``); as given when the two share no root (another drive)."""
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(folder).resolve())
+    except ValueError:
+        return str(path)
 
 
 def with_quick(parameters: dict[str, Any] | None, quick: bool) -> tuple[dict[str, Any], dict[str, str]]:
