@@ -3,9 +3,11 @@
 Every helper that can take long takes ``progress: bool | None = None``: ``True`` or ``False`` is obeyed;
 ``None`` (the default) shows a bar only inside a Jupyter kernel (a script or a test stays quiet) and, when the
 helper can tell how long the work should take, only if that is over :data:`QUICK_S` seconds (a bar that
-flashes by is noise). The bars are ``tqdm.auto``: a widget in Jupyter, text on stderr in a terminal — and text
-on the kernel's own stderr inside a ``labkit report`` run (``PERFLAB_PROGRESS_TO=stderr``), whose terminal shows
-it where nobody would see the widget.
+flashes by is noise). The bars are ``tqdm.auto``: a widget in Jupyter, text on stderr in a terminal — and, inside
+a ``labkit report`` run, text written to the file ``PERFLAB_PROGRESS_TO`` names, which ``labkit report`` copies to
+its own terminal as it grows: never into the executed notebook (the kernel's stderr is captured into the cells'
+outputs, where stale bars read as errors on the review's page). ``PERFLAB_PROGRESS_TO=stderr`` writes them to the
+process's own stderr instead.
 
 Every bar comes from :func:`new_bar` (:func:`steps_bar` applies the rule first; :class:`LazySteps` applies it
 once the first step shows how long the work is). A long run shows progress at least every :data:`BEAT_S`
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["BEAT_S", "HEARTBEAT_S", "QUICK_S", "Heartbeat", "LazySteps", "in_notebook", "new_bar", "pulse",
-           "refreshing", "show_progress", "step_beat", "steps_bar", "timed_bar"]
+           "refreshing", "show_progress", "step_beat", "steps_bar", "terminal", "timed_bar"]
 
 #: work expected to take less than this many seconds shows no bar by default
 QUICK_S = 2.0
@@ -55,8 +57,27 @@ def show_progress(progress: bool | None, *, expected_s: float | None = None) -> 
     return in_notebook() and (expected_s is None or expected_s >= QUICK_S)
 
 
+_TERMINAL: dict[str, Any] = {}
+
+
+def terminal() -> Any:
+    """Where bars and progress lines go inside a ``labkit report`` run (the file ``PERFLAB_PROGRESS_TO`` names,
+    opened once, line-buffered; the process's stderr for ``stderr``), or None outside one."""
+    to = os.environ.get("PERFLAB_PROGRESS_TO")
+    if not to:
+        return None
+    if to == "stderr":
+        return sys.__stderr__
+    if to not in _TERMINAL:
+        try:
+            _TERMINAL[to] = open(to, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 — kept for the process
+        except OSError:
+            return None  # the report's folder went away: no bars rather than a failed measurement
+    return _TERMINAL[to]
+
+
 def _to_terminal() -> bool:
-    return os.environ.get("PERFLAB_PROGRESS_TO") == "stderr"
+    return terminal() is not None
 
 
 def ipython() -> Any:
@@ -73,7 +94,7 @@ def notes() -> Any:
     inside a ``labkit report`` run, as its bars; the cell's output in a notebook (JupyterLab draws stderr red,
     as if the cell had failed); elsewhere stderr, so that stdout carries only results."""
     if _to_terminal():
-        return sys.__stderr__
+        return terminal()
     return sys.stdout if ipython() is not None else sys.stderr
 
 
@@ -83,7 +104,7 @@ def new_bar(total: float, desc: str, unit: str, **options: Any) -> Any:
     if _to_terminal():
         from tqdm import tqdm as text_bar
 
-        return text_bar(total=total, desc=desc, unit=unit, leave=False, file=sys.__stderr__, mininterval=1.0,
+        return text_bar(total=total, desc=desc, unit=unit, leave=False, file=terminal(), mininterval=1.0,
                         **options)
     from tqdm.auto import tqdm
 

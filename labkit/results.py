@@ -21,7 +21,7 @@ import numpy as np
 
 from labkit.errors import ResultsError
 
-__all__ = ["Saveable", "TextRepr", "write_json_atomic", "read_json", "jsonable", "results_dir", "umask_mode"]
+__all__ = ["Saveable", "TextRepr", "write_json_atomic", "read_json", "jsonable", "results_dir", "umask_mode", "SavedPath"]
 
 
 def jsonable(value: Any) -> Any:
@@ -50,6 +50,23 @@ def umask_mode(fd: int, mode: int = 0o666) -> None:
     os.umask(current)
     with contextlib.suppress(OSError):  # a file system without modes (some mounts) keeps what it has
         os.fchmod(fd, mode & ~current)
+
+
+class SavedPath(type(Path())):  # type: ignore[misc]  # PosixPath or WindowsPath: Path itself cannot be subclassed on 3.11
+    """The path a result was saved to: a :class:`~pathlib.Path` in every way, shown by a notebook by its short name
+    (``saved 20261202-…-memory.json in results/``) — a cell that ends in ``.save()`` puts no absolute path of the
+    machine into an executed notebook or a review's page."""
+
+    def short(self) -> str:
+        """The name relative to the working folder when the file is below it, else the file's name and its
+        folder's name."""
+        try:
+            return str(self.resolve().relative_to(Path.cwd().resolve()))
+        except ValueError:
+            return f"{self.name} in {self.parent.name}/"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(f"saved {self.short()}")
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Path:
@@ -81,7 +98,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Pat
             raise ResultsError(f"writing {target} failed: {e.strerror or e}. Check free space and "
                                "permissions, or choose another folder") from e
         raise
-    return target
+    return SavedPath(target)
 
 
 def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str, Any]:

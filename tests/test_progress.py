@@ -178,3 +178,36 @@ def test_inside_a_report_run_the_bars_are_text_on_the_terminal(monkeypatch, capf
     # THEN the terminal saw both bars
     err = capfd.readouterr().err
     assert "counting sorted" in err and "size sweep" in err, err
+
+
+def test_inside_a_report_run_bars_go_to_the_file_the_report_copies_to_its_terminal(tmp_path, monkeypatch, capsys):
+    # GIVEN a labkit report run's kernel: PERFLAB_PROGRESS_TO names a file (not the kernel's captured stderr)
+    import labkit.progress as progress
+
+    log = tmp_path / ".progress.log"
+    monkeypatch.setenv("PERFLAB_PROGRESS_TO", str(log))
+    monkeypatch.setattr(progress, "_TERMINAL", {})
+    # WHEN a helper draws a bar and writes a progress line
+    bar = progress.steps_bar(None, 3, "A/B rounds", "round")
+    for _ in range(3):
+        bar.update()
+    bar.close()
+    print("probe done", file=progress.notes())
+    # THEN both went to the file, and nothing to the process's own stdout or stderr (the cell's output)
+    text = log.read_text()
+    assert "A/B rounds" in text and "probe done" in text
+    out = capsys.readouterr()
+    assert "A/B rounds" not in out.err + out.out and "probe done" not in out.err + out.out
+
+
+def test_the_report_copies_the_kernels_progress_file_to_its_own_stderr_and_removes_it(tmp_path, capsys):
+    from labkit.report.run import PROGRESS_FILE, _kernel_env
+
+    with _kernel_env(tmp_path, progress=True):
+        with open(tmp_path / PROGRESS_FILE, "a") as f:
+            f.write("size sweep: 3/6\n")
+        import time
+
+        time.sleep(0.6)
+    assert "size sweep: 3/6" in capsys.readouterr().err
+    assert not (tmp_path / PROGRESS_FILE).exists()

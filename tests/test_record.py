@@ -174,3 +174,15 @@ def test_the_todo_notice_renders_amber_html_beside_its_text():
 
     html = _html("experiment 'x' not saved: <TODO>", "todo")
     assert "#fff8c5" in html and "&lt;TODO&gt;" in html and "#cf222e" not in html
+
+
+def test_a_saved_record_shows_its_short_name_in_a_notebook_not_the_machines_path(tmp_path, monkeypatch):
+    import IPython.lib.pretty as pretty
+
+    from labkit.learner.record import Experiment
+
+    monkeypatch.chdir(tmp_path)
+    exp = Experiment.plan("t", "a hypothesis long enough to be a plan of its own words", predicted_ratio=0.5)
+    path = exp.save(tmp_path / "results")
+    assert path.is_file() and path.parent == tmp_path / "results"           # still a Path in every way
+    assert pretty.pretty(path) == f"saved results/{path.name}" and str(tmp_path) not in pretty.pretty(path)

@@ -518,6 +518,9 @@ def test_the_template_runs_as_is_and_reports_its_two_experiments(template_report
     assert titles == ["batched export, customer 4", "batched export under load, customer 4"]
     assert all(c.measured and c.verdict for c in concluded_in(t.run.folder))
     assert html.count('class="marks"') == 2 and external_resources(html) == []
+    # a clean page: no progress bar (they went to the terminal) and no absolute path of this machine in it
+    assert not re.search(r"\d+%\|", html) and "round/s" not in html, "a progress bar reached the page"
+    assert str(Path(t.run.folder).parent.parent) not in html, "an absolute path reached the page"
     # the record's paths are relative to the run's folder: a copied folder finds its own page and notebook
     kept = json.loads((Path(t.run.folder) / "report.json").read_text())
     assert kept["html"] == f"../{t.html.name}" and kept["folder"] == "." and not Path(kept["notebook"]).is_absolute()
@@ -681,6 +684,38 @@ def test_a_moved_run_folder_renders_inside_itself_and_out_is_for_this_time_only(
     # AND the page and the record are readable by others, as the umask says (not mkstemp's 0600)
     for f in (page, moved / "report.json", tmp_path / "once.html"):
         assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
+
+
+@pytest.mark.slow
+def test_progress_bars_reach_the_terminal_and_never_the_page_and_a_save_shows_a_short_name(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    # GIVEN a review whose cells compare (a bar) and end in .save(), run the way a user runs it: progress on
+    nb = tmp_path / "bars.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_markdown_cell("# Is the sorted copy faster?"),
+        new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
+        new_code_cell("import labkit\nc = labkit.compare(lambda: sorted(range(3000)), lambda: list(range(3000)), "
+                      "rounds=8, max_time=2)\nc"),
+        new_code_cell("exp = labkit.Experiment.plan('copy', 'a list copy skips the comparisons sorting makes, "
+                      "so it should be several times faster', predicted_ratio=0.3)\nexp.conclude(c)\nexp.save()")],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}), nb)
+    env = {**__import__("os").environ, "PERFLAB_RESULTS": str(tmp_path / "results")}
+    done = subprocess.run([sys.executable, "-m", "labkit", "report", str(nb)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # THEN the bar was drawn on the terminal (the command's stderr) …
+    assert "A/B rounds" in done.stderr
+    # … and is nowhere in the executed notebook or the page, and the saved record shows by its short name
+    run = ReportRun.find(next((tmp_path / "results" / "reports").glob("bars-*/")))
+    outputs = json.dumps([c.get("outputs", []) for c in json.loads(run.executed.read_text())["cells"]])
+    html = Path(run.html).read_text()
+    for where, text in (("the executed notebook", outputs), ("the page", html)):
+        assert "A/B rounds" not in text and "round/s" not in text, f"a progress bar reached {where}"
+        assert str(tmp_path) not in text, f"an absolute path reached {where}"
+    assert "saved results/reports/bars-" in outputs and "copy.json" in outputs
+    assert not list(Path(run.folder).glob(".progress*"))
 
 
 # -- the template for reviewing your own functions ---------------------------------------------------------------

@@ -16,6 +16,8 @@ import datetime as dt
 import os
 import re
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +36,8 @@ __all__ = ["ReportRun", "execute", "parse_parameters", "with_quick", "check_note
 RECORD = "report.json"
 #: set for the kernel of a ``labkit report`` run: labkit's progress bars write text to the terminal's stderr
 PROGRESS_ENV = "PERFLAB_PROGRESS_TO"
+#: the file in a run's folder the kernel writes its bars to while it runs (removed at the end)
+PROGRESS_FILE = ".progress.log"
 IMPORTED = "imported.json"
 _CENSUS = f"""\
 def _labkit_imported():  # added by labkit report: the packages this run imported, with versions
@@ -252,8 +256,10 @@ def _new_folder(root: Path, name: str) -> Path:
 @contextlib.contextmanager
 def _kernel_env(folder: Path, progress: bool) -> Iterator[None]:
     # the kernel inherits this process's environment: what the notebook saves lands in the run's folder, and
-    # (with progress) a long comparison's bar is drawn as text on the kernel's stderr, which is this terminal's
-    wanted = {"PERFLAB_RESULTS": str(folder), PROGRESS_ENV: "stderr" if progress else None}
+    # (with progress) a long comparison's bar is written to a file this process copies to its terminal (_Tail):
+    # never to the kernel's stderr, which ipykernel captures into the cells' outputs
+    log = folder / PROGRESS_FILE
+    wanted = {"PERFLAB_RESULTS": str(folder), PROGRESS_ENV: str(log) if progress else None}
     before = {k: os.environ.get(k) for k in wanted}
     for k, v in wanted.items():
         if v is None:
@@ -261,13 +267,50 @@ def _kernel_env(folder: Path, progress: bool) -> Iterator[None]:
         else:
             os.environ[k] = v
     try:
-        yield
+        with _Tail(log) if progress else contextlib.nullcontext():
+            yield
     finally:
         for k, v in before.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        log.unlink(missing_ok=True)
+
+
+class _Tail:
+    """Copies what the kernel writes to ``path`` (its bars and progress lines) to this process's stderr, as it
+    grows, until the block ends."""
+
+    def __init__(self, path: Path, every_s: float = 0.25) -> None:
+        self.path, self.every_s = path, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._copy, name="labkit.report.progress", daemon=True)
+
+    def _copy(self) -> None:
+        offset = 0
+        while True:
+            stopping = self._stop.wait(self.every_s)
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+            except OSError:
+                chunk = b""
+            if chunk:
+                offset += len(chunk)
+                sys.stderr.write(chunk.decode("utf-8", "replace"))
+                sys.stderr.flush()
+            if stopping:
+                return
+
+    def __enter__(self) -> _Tail:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 def _failed_cell(notebook: Path, error: Any, executed: Path) -> str:
