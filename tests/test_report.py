@@ -718,6 +718,32 @@ def test_progress_bars_reach_the_terminal_and_never_the_page_and_a_save_shows_a_
     assert not list(Path(run.folder).glob(".progress*"))
 
 
+@pytest.mark.slow
+def test_a_baseline_that_differs_only_in_a_declared_time_budget_is_compared_without_compare_anyway(typed_run,
+                                                                                                    tmp_path):
+    from labkit.errors import BaselineError
+    from labkit.report.params import budget_parameters
+    from labkit.report.pipeline import check_baseline
+
+    t = typed_run
+    # GIVEN a notebook that declares MAX_TIME a budget (its comment starts "budget") and ROUNDS not
+    nb = tmp_path / "typed.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell(
+        "QUICK = False\nSIZES = (5, 50)\nLABEL = 'x'\nMAX_TIME = 3.0   # budget: seconds a comparison may take\n"
+        "ROUNDS = 10   # rounds per comparison", metadata={"tags": ["parameters"]})]), nb)
+    assert budget_parameters(nb) == {"MAX_TIME"}
+    declared = {"QUICK": "False", "SIZES": "(5, 50)", "LABEL": "'x'", "MAX_TIME": "3.0", "ROUNDS": "10"}
+    then = {"SIZES": [5, 50, 500], "QUICK": True}
+    base = _copy_run(t.run, tmp_path, parameters={**then, "MAX_TIME": 6.0}, declared=declared)
+    now = {"QUICK": True, "SIZES": [5, 50, 500], "LABEL": "x", "MAX_TIME": 3.0, "ROUNDS": 10}
+    # WHEN only the budget differs THEN the baseline stands, and the page says the budgets differ, neutrally
+    assert check_baseline(base, nb, now, declared=declared) == base.resolve()
+    # AND a parameter that changes what is measured is still refused
+    other = _copy_run(t.run, tmp_path, parameters={**then, "ROUNDS": 20}, declared=declared)
+    with pytest.raises(BaselineError, match="ROUNDS = 10 now, 20 then"):
+        check_baseline(other, nb, now, declared=declared)
+
+
 # -- the template for reviewing your own functions ---------------------------------------------------------------
 
 

@@ -20,7 +20,13 @@ from typing import Any
 from labkit.errors import NotebookError, ResultsError
 from labkit.report.baseline import Change, Concluded, concluded_in, diff
 from labkit.report.cellwatch import CENSUS_TAG
-from labkit.report.params import declared_parameters, differences, effective, typed_parameters
+from labkit.report.params import (
+    budget_parameters,
+    declared_parameters,
+    differences,
+    effective,
+    typed_parameters,
+)
 from labkit.report.run import IMPORTED, ReportRun
 from labkit.report.static import external_resources, make_static
 from labkit.report.summary import top
@@ -106,11 +112,32 @@ def _differs(run: ReportRun | None, passed: dict[str, Any], declared: dict[str, 
         return ["the baseline has no report.json: whether it ran the same notebook with the same parameters "
                 "cannot be checked"]
     lines = []
+    budgets = _budget_names(source)
     if Path(then.notebook).name != source.name:
         lines.append(f"the baseline is a run of {Path(then.notebook).name}, this one of {source.name}")
     moved = differences(effective(passed, declared), effective(then.parameters, then.declared or declared))
-    lines += [f"parameter {n}: {a!r} now, {b!r} in the baseline" for n, a, b in moved]
+    lines += [f"parameter {n}: {a!r} now, {b!r} in the baseline" for n, a, b in moved if n not in budgets]
     return lines
+
+
+def _budgets_moved(passed: dict[str, Any], declared: dict[str, str], source: Path, then: ReportRun | None) -> str | None:
+    """A note naming the time budgets that differ from the baseline's (they change how long, not what, is measured)."""
+    if then is None:
+        return None
+    budgets = _budget_names(source)
+    moved = [d for d in differences(effective(passed, declared), effective(then.parameters, then.declared or declared))
+             if d[0] in budgets]
+    if not moved:
+        return None
+    said = "; ".join(f"{n}: {a!r} now, {b!r} in the baseline" for n, a, b in moved)
+    return f"Time budgets differ from the baseline's ({said}): a budget changes how long a measurement may run, not what it measures."
+
+
+def _budget_names(source: Path) -> frozenset[str]:
+    try:
+        return budget_parameters(source)
+    except Exception:  # the source notebook moved or is unreadable: no budget is declared then
+        return frozenset()
 
 
 def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] | None = None,
@@ -167,6 +194,9 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         fp, git = fingerprint(), git_state(source)
     imported = _imported(folder)
     notes = []
+    budget_note = _budgets_moved(passed, declared, source, then) if baseline is not None else None
+    if budget_note:
+        notes.append(budget_note)
     if counts.get("missing"):
         notes.append(f"{counts['missing']} widget(s) had no saved state and are shown as text only.")
     summary = top(

@@ -97,6 +97,23 @@ def declared_parameters(notebook: str | Path) -> dict[str, str]:
     return {p.name: str(p.default) for p in found}
 
 
+#: a parameter whose comment in the parameters cell starts with this word only budgets time (``MAX_TIME = 3.0
+#: # budget: seconds a comparison may take``): it changes how long a measurement may run, not what it measures
+BUDGET_WORD = "budget"
+
+
+def budget_parameters(notebook: str | Path) -> frozenset[str]:
+    """The parameters the notebook declares as time budgets: those whose comment begins ``# budget``. A baseline
+    run with other budgets still measured the same thing, so it is compared without ``--compare-anyway``."""
+    import nbformat
+    from papermill.translators import PythonTranslator
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", ())), None)
+    found = PythonTranslator.inspect(cell) if cell is not None else []
+    return frozenset(p.name for p in found if str(p.help or "").strip().lower().startswith(BUDGET_WORD))
+
+
 def _kind(value: Any) -> str:
     return {bool: "True/False", int: "a whole number", float: "a number", str: "text", tuple: "a tuple",
             list: "a list", dict: "a dict"}.get(type(value), type(value).__name__)

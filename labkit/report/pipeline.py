@@ -16,7 +16,7 @@ from labkit.progress import Heartbeat
 from labkit.report.baseline import concluded_in
 from labkit.report.cellwatch import STILL_S
 from labkit.report.html import Rendered, render, write_html
-from labkit.report.params import declared_parameters, differences, effective
+from labkit.report.params import budget_parameters, declared_parameters, differences, effective
 from labkit.report.run import ReportRun, check_kernel, check_notebook, check_parameters, execute, with_quick
 
 __all__ = ["build", "rerender", "check_baseline"]
@@ -65,13 +65,22 @@ def check_baseline(folder: str | os.PathLike[str], notebook: str | os.PathLike[s
                                 "another question. Pass a run of the same notebook, or --compare-anyway to "
                                 "compare them by title all the same")
         if values is not None:
-            moved = differences(values, effective(then.parameters, then.declared or declared or {}))
+            budgets = _budgets(notebook)
+            moved = [d for d in differences(values, effective(then.parameters, then.declared or declared or {}))
+                     if d[0] not in budgets]
             if moved:
                 listed = "; ".join(f"{n} = {_show(a)} now, {_show(b)} then" for n, a, b in moved)
                 raise BaselineError(f"--baseline {path} ran with other parameters ({listed}): its ratios "
                                     "measured something else. Rerun with the same -p values, or pass "
                                     "--compare-anyway (the page then lists what differs)")
     return path.resolve()
+
+
+def _budgets(notebook: str | os.PathLike[str]) -> frozenset[str]:
+    try:
+        return budget_parameters(notebook)
+    except Exception:  # the source notebook moved since the run: no budget is declared then
+        return frozenset()
 
 
 def _say(say: Callable[[str], None] | None) -> Callable[[str], None]:
