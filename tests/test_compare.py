@@ -501,3 +501,22 @@ def test_paired_needs_samples_of_equal_count_and_means_nothing_for_callables():
         compare([1.0] * 5, [1.0] * 4, paired=True, names=("a", "b"))
     with pytest.raises(BadInputError, match="always timed in interleaved pairs"):
         compare(spin_fixed, spin_fixed, paired=False)
+
+
+@pytest.mark.slow
+def test_processes_from_a_script_without_the_main_guard_is_refused_naming_the_guard(tmp_path):
+    import subprocess
+    import sys
+
+    body = ("import labkit\ndef a(): return sorted(range(200))\ndef b(): return list(range(200))\n")
+    call = "print('verdict', labkit.compare(a, b, processes=True, rounds=6, max_time=2).verdict)\n"
+    bare, guarded = tmp_path / "bare.py", tmp_path / "guarded.py"
+    bare.write_text(body + call)
+    guarded.write_text(body + "if __name__ == '__main__':\n    " + call)
+    # GIVEN a script with no `if __name__ == "__main__":` THEN it is refused before a worker starts, naming the guard
+    done = subprocess.run([sys.executable, str(bare)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and 'if __name__ == "__main__":' in done.stderr
+    assert "bootstrapping phase" not in done.stderr and "out of memory" not in done.stderr
+    # AND the same script with the guard compares in fresh processes
+    done = subprocess.run([sys.executable, str(guarded)], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and "verdict " in done.stdout, done.stderr[-1500:]

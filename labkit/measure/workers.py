@@ -10,11 +10,14 @@ that way is one that carries over to a program that only runs that code. The fun
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import multiprocessing as mp
 import pickle
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from labkit.clock import Clock
@@ -95,6 +98,34 @@ def _serve(conn: Any, fn: Callable[..., Any], side: int, args: tuple[Any, ...],
                 conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
+def _main_script() -> str | None:
+    """The script this process runs as ``__main__`` (``python script.py``), or None (a notebook, ``-c``, ``-m``)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return path if path and getattr(main, "__spec__", None) is None and path.endswith(".py") else None
+
+
+def _check_main_guard() -> None:
+    """Refuse, before any worker starts, ``processes=True`` from a script with no ``if __name__ == "__main__":``
+    guard: a ``spawn`` worker imports the script again, runs its top level — the comparison included — and dies
+    starting workers of its own (multiprocessing's "bootstrapping phase" error, then a reset connection)."""
+    path = _main_script()
+    if path is None:
+        return
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "__name__" and \
+                any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.comparators):
+            return
+    raise BadInputError(f"processes=True starts fresh worker processes, which import {Path(path).name} again and "
+                        "would run its comparison there too: put the script's work under "
+                        "`if __name__ == \"__main__\":` (the multiprocessing docs' 'safe importing of the main "
+                        "module'), or compare in this process (processes=False)")
+
+
 class WorkerSide:
     """One side timed in a fresh worker process (``spawn``), answering the parent round by round."""
 
@@ -108,6 +139,7 @@ class WorkerSide:
             raise BadInputError(f"processes=True runs {name} in a fresh process, and it (or its arguments, or "
                                 f"inputs=) cannot be pickled ({type(e).__name__}: {e}): define it in a module "
                                 "(a .py file) and import it, or compare in this process (processes=False)") from e
+        _check_main_guard()
         ctx = mp.get_context("spawn")
         self.name = name
         self.conn, child = ctx.Pipe()
@@ -121,8 +153,10 @@ class WorkerSide:
             self.conn.send((what, r))
             status, value = self.conn.recv()
         except (EOFError, OSError) as e:
+            guard = (" — or, in a script, the call is not under `if __name__ == \"__main__\":` (a spawned worker "
+                     "imports the script again, and starts its own workers)" if _main_script() else "")
             raise ProbeUnavailable(f"the worker process timing {self.name} died ({e}): out of memory, or the "
-                                   "function could not be imported there") from e
+                                   f"function could not be imported there{guard}") from e
         if status == "error":
             raise BadInputError(f"{self.name} raised in its worker process: {value}")
         return value
