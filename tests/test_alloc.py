@@ -255,3 +255,18 @@ def test_count_puts_the_resident_memory_peak_beside_the_allocation_profile_by_de
     # AND it can be left out, saying so
     off = alloc.count(_mapped, calls=1, census=False, rss=False)
     assert off.rss_added_bytes is None and off.rss_note == "rss=False" and "not read (rss=False)" in str(off)
+
+
+def test_no_ratio_is_given_for_resident_memory_within_a_few_pages_of_noise():
+    from labkit.alloc.counts import RSS_NOISE_BYTES, AllocationCount, AllocComparison
+
+    def side(name, rss):
+        return AllocationCount(name, (10,), (100,), (1,), (8,), (8,), ((0, 0, 0),), rss_added_bytes=rss)
+
+    # GIVEN two calls whose resident memory moved by a few pages THEN no ratio, and the text says why
+    small = AllocComparison(side("a", 86_016), side("b", 8_192))
+    assert small.ratio("rss_added_bytes") is None and small.ratio("allocations") == 1.0
+    assert "within a resident-memory reading's noise" in str(small) and "×0.0952" not in str(small)
+    # AND above the noise the ratio is given as before
+    big = AllocComparison(side("a", 4 * RSS_NOISE_BYTES), side("b", 2 * RSS_NOISE_BYTES))
+    assert big.ratio("rss_added_bytes") == 0.5 and "×0.5" in str(big)

@@ -783,3 +783,21 @@ def test_the_function_template_runs_as_is_and_its_page_leads_with_the_decision(t
     decision = html[html.index("<h2>Decision</h2>"):html.index("<h2>Experiments")]
     assert "Should it" in decision and "split instead of csv.reader, 5,000 rows" in decision
     assert "quoted fields" in decision and external_resources(html) == []
+
+
+def test_a_refused_parameter_suggests_a_value_the_shell_passes_as_it_is(tmp_path):
+    import shlex
+
+    from labkit.report.params import parse_parameters, suggest, typed_parameters
+
+    nb = tmp_path / "p.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("SIZES = (10, 100, 1000)\nNAME = 'a b'\nRATE = 2.5",
+                                                     metadata={"tags": ["parameters"]})]), nb)
+    with pytest.raises(BadInputError, match=r"pass e\.g\. -p SIZES=10,100,1000$"):
+        typed_parameters(nb, parse_parameters(["SIZES=ten,100"]), raw={"SIZES": "ten,100"})
+    # every suggestion survives a shell's word splitting and reads back as the default's value
+    for name, default in (("SIZES", (10, 100, 1000)), ("NAME", "a b"), ("RATE", 2.5)):
+        words = shlex.split(suggest(name, default))
+        assert words[0] == "-p" and len(words) == 2
+        back = typed_parameters(nb, parse_parameters([words[1]]), raw={name: words[1].partition("=")[2]})
+        assert back[name] == default, (name, words)

@@ -55,10 +55,13 @@ from labkit.measure.stats import format_bytes
 from labkit.progress import LazySteps
 from labkit.results import Saveable, TextRepr
 
-__all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS"]
+__all__ = ["AllocationCount", "AllocComparison", "count", "compare", "METRICS", "RSS_NOISE_BYTES"]
 
 #: the metrics an AllocationCount summarises, in display order.
 METRICS = ("allocations", "bytes_allocated", "blocks", "size_bytes", "peak_bytes", "rss_added_bytes")
+#: below this on both sides, resident memory added by a call is a few pages of noise (the kernel counts whole 4 KiB
+#: pages, and the allocator keeps or returns arenas as it likes): no ratio is given for it
+RSS_NOISE_BYTES = 256 * 1024
 _NO_TIME = ("an allocation count holds no times: counting slows the code it watches, so nothing is timed "
             "while counting. Time the untraced code with labkit.bench(fn, ...) or labkit.compare(a, b, ...)")
 
@@ -188,6 +191,8 @@ class AllocComparison(TextRepr, Saveable):
         if metric not in METRICS:
             raise BadInputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
         a, b = getattr(self.baseline, metric), getattr(self.candidate, metric)
+        if metric == "rss_added_bytes" and a is not None and b is not None and max(a, b) < RSS_NOISE_BYTES:
+            return None  # a few pages either way: the reading's own noise, not a ratio worth printing
         return None if a is None or b is None or a == 0 else b / a
 
     @property
@@ -217,8 +222,12 @@ class AllocComparison(TextRepr, Saveable):
         lines = [f"{b.name} vs {a.name} (medians of {a.calls} and {b.calls} calls; counts, not times):"]
         for m in METRICS:
             va, vb, r = getattr(a, m), getattr(b, m), self.ratio(m)
+            quiet = (m == "rss_added_bytes" and va is not None and vb is not None
+                     and max(va, vb) < RSS_NOISE_BYTES)
             lines.append(f"  {m:<16} {_num(va):>12} → {_num(vb):>12}   ×{r:.3g}" if r is not None
-                         else f"  {m:<16} {_num(va):>12} → {_num(vb):>12}")
+                         else f"  {m:<16} {_num(va):>12} → {_num(vb):>12}"
+                         + (f"   (both under {RSS_NOISE_BYTES // 1024} KiB: within a resident-memory reading's "
+                            "noise, no ratio)" if quiet else ""))
         lines.append(f"  {'gc collections':<16} {a.gc_collections!s:>12} → {b.gc_collections!s:>12}")
         for side in (a, b):
             if side.allocations is None:

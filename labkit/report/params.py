@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from labkit.errors import BadInputError
 
 __all__ = ["parse_parameters", "declared_parameters", "typed_parameters", "default_value", "effective",
-           "differences", "use_tuple_translator"]
+           "differences", "use_tuple_translator", "suggest", "budget_parameters", "BUDGET_WORD"]
 
 _UNKNOWN = object()
 _ARITH = (ast.Expression, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Dict, ast.Load,
@@ -183,9 +184,17 @@ def typed_parameters(notebook: str | Path, params: Mapping[str, Any], declared: 
             given = text if text is not None else repr(value)
             raise BadInputError(
                 f"-p {name}={given}: {name} is {_kind(default)} in {Path(notebook).name} (its parameters cell "
-                f"says {name} = {declared[name]}), and {given!r} is not; pass e.g. -p {name}={declared[name]}"
+                f"says {name} = {declared[name]}), and {given!r} is not; pass e.g. {suggest(name, default)}"
             ) from None
     return out
+
+
+def suggest(name: str, default: Any) -> str:
+    """A ``-p`` option for ``name`` set to ``default`` that a shell passes through as it is: a tuple or list of plain
+    values as ``5,50`` (the form ``-p`` reads back as that type), anything else quoted where the shell would read it."""
+    if isinstance(default, tuple | list) and default and all(_plain(v) and not isinstance(v, str) for v in default):
+        return f"-p {name}={','.join(str(v) for v in default)}"
+    return f"-p {shlex.quote(f'{name}={default!r}' if isinstance(default, str) else f'{name}={default}')}"
 
 
 def effective(passed: Mapping[str, Any], declared: Mapping[str, str]) -> dict[str, Any]:
