@@ -99,3 +99,14 @@ def test_a_result_shows_its_text_in_a_notebook(clock):
 
     r = bench(lambda: clock.tick(1000), repeat=3, warmup=0, loops=1, clock=clock)
     assert r._repr_html_() == "<pre>" + escape(str(r)) + "</pre>" and "µs" in str(r)
+
+
+def test_a_busy_machine_is_named_and_the_advice_fits_whether_the_samples_were_interleaved():
+    from labkit.measure.microbench import diagnose
+
+    samples = [1_000_000.0] * 10
+    alone = diagnose(samples, 1, [], 1.0, load=3.8, cores=2)
+    paired = diagnose(samples, 1, [], 1.0, load=3.8, cores=2, interleaved=True)
+    assert any("load average 3.8 on 2 cores" in w and "compare A and B interleaved" in w for w in alone)
+    assert any("load average 3.8" in w and "interval holds it" in w for w in paired)
+    assert not any("compare A and B interleaved" in w for w in paired)   # it already was

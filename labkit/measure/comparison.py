@@ -288,9 +288,9 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"
     hint = "min_sample_time=" if inputs is None else "the size of what inputs= makes"
     ra = _result(na, samples[0], loops[0], warm[0], more="max_rounds=", loops_hint=hint,
-                 collections=sum(c > 0 for c in counts[0]))
+                 collections=sum(c > 0 for c in counts[0]), interleaved=True)
     rb = _result(nb, samples[1], loops[1], warm[1], more="max_rounds=", loops_hint=hint,
-                 collections=sum(c > 0 for c in counts[1]))
+                 collections=sum(c > 0 for c in counts[1]), interleaved=True)
     warnings = ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings)
     warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, full)
     if cut is not None:

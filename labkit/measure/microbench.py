@@ -112,7 +112,8 @@ def calibrate(fn: Callable[..., Any], args: tuple[Any, ...], min_sample_ns: floa
 
 def diagnose(samples_ns: list[float] | tuple[float, ...], loops: int, warmup_ns: list[float] | tuple[float, ...],
              clock_resolution_ns: float, load: float | None, cores: int, *, more: str = "repeat=",
-             loops_hint: str = "loops= or min_sample_time=", collections: int = 0) -> tuple[str, ...]:
+             loops_hint: str = "loops= or min_sample_time=", collections: int = 0,
+             interleaved: bool = False) -> tuple[str, ...]:
     """The warnings a result deserves, each saying what to do.
 
     ``more`` and ``loops_hint`` name the caller's parameters that take more samples and lengthen a sample;
@@ -139,7 +140,9 @@ def diagnose(samples_ns: list[float] | tuple[float, ...], loops: int, warmup_ns:
     if load is not None and load > 0.8 * cores:
         warnings.append(
             f"the machine was busy (load average {load:.1f} on {cores} cores): numbers will be noisy; "
-            "stop other work or compare A and B interleaved with labkit.compare")
+            + ("the interleaved rounds share that noise between A and B, so the ratio's interval holds it; stop "
+               "other work and rerun for a narrower one" if interleaved else
+               "stop other work or compare A and B interleaved with labkit.compare"))
     return tuple(warnings)
 
 
