@@ -801,3 +801,17 @@ def test_a_refused_parameter_suggests_a_value_the_shell_passes_as_it_is(tmp_path
         assert words[0] == "-p" and len(words) == 2
         back = typed_parameters(nb, parse_parameters([words[1]]), raw={name: words[1].partition("=")[2]})
         assert back[name] == default, (name, words)
+
+
+def test_the_decision_says_under_each_answer_what_qualifies_it():
+    from labkit.report.baseline import Concluded
+    from labkit.report.summary import decision_block
+
+    record = {"title": "orjson", "hypothesis": "h", "predicted_ratio": 0.2, "measured_ratio": 0.3, "verdict": "faster",
+              "outcome": "confirmed", "measurements": [{"kind": "comparison", "ratio": 0.3, "ci": [0.28, 0.33],
+                                                          "warnings": ["max_time=1 s ran out after 27 of the 37 rounds"]}]}
+    quiet = {**record, "title": "quiet", "measurements": [{**record["measurements"][0], "warnings": []}]}
+    html = decision_block("<p>q</p>", [Concluded.of(record), Concluded.of(quiet)], None)
+    first, second = html.split("<b>quiet</b>")
+    assert "trust it with care" in first and "max_time=1 s ran out after 27 of the 37 rounds" in first
+    assert "trust it with care" not in second

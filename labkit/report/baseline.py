@@ -40,6 +40,7 @@ class Concluded:
         min_effect: the comparison's threshold for a difference that matters.
         concluded_at: when it was concluded (ISO), or None.
         path: the record's file.
+        warnings: the concluding comparison's warnings, each saying what qualifies the verdict.
     """
 
     title: str
@@ -53,11 +54,14 @@ class Concluded:
     concluded_at: str | None
     path: str
     confidence: float = 0.95
+    #: what qualified the concluding comparison (cut short, a wide spread, a busy machine, the collector's share)
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, record: dict[str, Any], path: str = "") -> Concluded:
         """Read an experiment record (the dict ``Experiment.to_dict()`` saves)."""
         ratio, ci, min_effect, confidence = record.get("measured_ratio"), None, 0.05, 0.95
+        warnings: tuple[str, ...] = ()
         # the concluding comparison is the last one attached with the recorded ratio
         for m in reversed(record.get("measurements") or ()):
             if m.get("kind") == "comparison" and ratio is not None and m.get("ratio") == ratio:
@@ -65,10 +69,11 @@ class Concluded:
                 ci = (float(lo), float(hi)) if lo is not None and hi is not None else None
                 min_effect = float(m.get("min_effect") or 0.05)
                 confidence = float(m.get("confidence") or 0.95)
+                warnings = tuple(str(w) for w in m.get("warnings") or ())
                 break
         return cls(str(record.get("title", "")), str(record.get("hypothesis", "")), record.get("predicted_ratio"),
                    ratio, ci, record.get("verdict"), record.get("outcome"), min_effect,
-                   record.get("concluded_at"), path, confidence)
+                   record.get("concluded_at"), path, confidence, warnings)
 
     @property
     def measured(self) -> bool:

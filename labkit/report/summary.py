@@ -38,6 +38,8 @@ CSS = """
 .labkit-report .labkit-decision { border: 1px solid #0969da; border-radius: 6px; padding: 4px 14px; margin: 8px 0; }
 .labkit-report .labkit-packages { max-height: 12em; overflow-y: auto; }
 .labkit-report .labkit-warn { color: #9a6700; }
+.labkit-report ul.labkit-qualify { margin: 2px 0 6px; padding-left: 18px; color: #9a6700; font-size: 13px; }
+.labkit-report ul.labkit-qualify li.labkit-qualify-head { list-style: none; margin-left: -18px; }
 .labkit-report tr.labkit-set td { font-weight: 600; }
 .labkit-widget-note { color: #57606a; font-style: italic; }
 """
@@ -114,9 +116,18 @@ def answer(e: Concluded) -> str:
     return f"{_tag(e.verdict)} <b>{escape(e.title)}</b>: {said} ({stats}{pred}){outcome}"
 
 
+def qualified(e: Concluded) -> str:
+    """What qualifies an answer, under its line: each warning of the comparison that concluded it (cut short, a
+    wide spread, a busy machine, the collector's share), so the top of the page says how far to trust it."""
+    if not e.measured or not e.warnings:
+        return ""
+    said = "".join(f"<li>{escape(w)}</li>" for w in e.warnings)
+    return f"<ul class='labkit-qualify'><li class='labkit-qualify-head'>trust it with care:</li>{said}</ul>"
+
+
 def decision_block(question_html: str, experiments: Sequence[Concluded], change_mind_html: str | None) -> str:
     """The top of the page: the question, each experiment's answer in one line, and what would change it."""
-    answers = "".join(f"<li>{answer(e)}</li>" for e in experiments) or \
+    answers = "".join(f"<li>{answer(e)}{qualified(e)}</li>" for e in experiments) or \
         "<li>no experiment was recorded: nothing is decided by this run</li>"
     change = change_mind_html or ("<p>The notebook does not say what would change this decision: add a text cell "
                                   "headed <code>## What would change my mind</code>.</p>")
