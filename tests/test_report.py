@@ -744,6 +744,29 @@ def test_a_baseline_that_differs_only_in_a_declared_time_budget_is_compared_with
         check_baseline(other, nb, now, declared=declared)
 
 
+@pytest.mark.slow
+def test_repeat_runs_in_fresh_kernels_and_the_decision_says_in_how_many_the_verdict_held(tmp_path, monkeypatch):
+    # GIVEN a notebook whose experiment concludes the same way every run
+    nb = tmp_path / "rep.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_markdown_cell("# Does the copy beat the sort?"),
+        new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
+        new_code_cell("import labkit\nc = labkit.compare([100.0, 101.0, 99.0] * 10, [50.0, 51.0, 49.0] * 10)\n"
+                      "labkit.Experiment.plan('halved', 'half the work should take half the time, measured twice',"
+                      " predicted_ratio=0.5).conclude(c).save()")]), nb)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "results"))
+    # WHEN it is reported with --repeat 2
+    run, rendered = build(nb, {}, repeat=2, progress=False, say=lambda line: None)
+    # THEN two runs were made, the page's run names the other, and the decision says the verdict held in both
+    assert len(run.replicates) == 1 and Path(run.replicates[0]).is_dir() and run.replicates[0] != run.folder
+    top = rendered.html[:rendered.html.index("What would change it")]
+    assert "held in 2 of 2 runs (fresh kernels)" in top and "1 of 1 other runs inside this run" in top
+    assert json.loads((Path(run.folder) / "report.json").read_text())["replicates"][0].startswith("../")
+    with pytest.raises(BadInputError, match="1 to 20 times"):
+        build(nb, {}, repeat=0)
+
+
 # -- the template for reviewing your own functions ---------------------------------------------------------------
 
 

@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="accept a baseline of another notebook or other parameters (the page says what differs)")
     p.add_argument("--render", metavar="RUN_FOLDER",
                    help="rebuild the page of a finished run from its folder, without running the notebook")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="run it K times, each in a fresh kernel: the page says in how many runs each verdict held")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -64,7 +66,7 @@ def _report(args: argparse.Namespace) -> tuple[ReportRun, Rendered]:
     params = parse_parameters(args.parameter)
     raw = {pair.partition("=")[0].strip(): pair.partition("=")[2] for pair in args.parameter}
     return build(args.notebook, params, quick=args.quick, raw=raw, out=args.out, baseline=args.baseline,
-                 compare_anyway=args.compare_anyway, progress=not args.no_progress)
+                 compare_anyway=args.compare_anyway, progress=not args.no_progress, repeat=args.repeat)
 
 
 def main(argv: list[str] | None = None) -> int:

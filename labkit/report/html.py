@@ -178,6 +178,7 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
     folder = results if results is not None else (run.folder if run is not None else None)
     experiments = concluded_in(folder) if folder is not None else []
     changes = diff(experiments, concluded_in(baseline)) if baseline is not None else None
+    replicated = [concluded_in(r) for r in run.replicates if Path(r).is_dir()] if run is not None else []
     passed = run.parameters if run is not None else dict(nb.metadata.get("papermill", {}).get("parameters", {}))
     declared = run.declared if run is not None and run.declared else _declared(source)
     with contextlib.suppress(Exception):  # report.json keeps a tuple as a list: show it as the notebook got it
@@ -203,7 +204,8 @@ def render(executed: str | os.PathLike[str], *, results: str | os.PathLike[str] 
         title=f"{name}.ipynb", question_html=question, kicker=f"perflab report · <b>{escape(name)}.ipynb</b> · {escape(when)}",
         experiments=experiments, changes=changes, baseline=str(baseline) if baseline is not None else None,
         baseline_run=then, parameters=passed, declared=declared, sources=sources, differs=differs,
-        fingerprint=fp, git=git, notes=notes, change_mind_html=change_mind, imported=imported)
+        fingerprint=fp, git=git, notes=notes, change_mind_html=change_mind, imported=imported,
+        replicated=replicated)
     static.metadata["title"] = f"{name} — perflab report"
     exporter = HTMLExporter(template_name="perflab", extra_template_basedirs=[str(TEMPLATES)])
     exporter.embed_images = True  # pictures referenced from text go into the page

@@ -129,7 +129,7 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
           quick: bool = False, raw: dict[str, str] | None = None,
           out: str | os.PathLike[str] | None = None, baseline: str | os.PathLike[str] | None = None,
           compare_anyway: bool = False, root: str | os.PathLike[str] | None = None, progress: bool | None = None,
-          say: Callable[[str], None] | None = None) -> tuple[ReportRun, Rendered]:
+          say: Callable[[str], None] | None = None, repeat: int = 1) -> tuple[ReportRun, Rendered]:
     """Run ``notebook`` with ``parameters`` and write its report; return the run's record and the render.
 
     Args:
@@ -145,6 +145,9 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
         progress: show papermill's progress bar (:mod:`labkit.progress`: by default inside a notebook;
             ``labkit report`` shows it unless ``--no-progress``).
         say: where to print progress lines (default: stderr).
+        repeat: run the notebook this many times, each in a fresh kernel and folder of its own; the page (of
+            the last run) shows each experiment's ratios across the runs beside its own interval, and says in how
+            many runs its verdict held.
 
     Raises:
         BadInputError: bad notebook, parameter, kernel or output path (checked before anything runs).
@@ -164,7 +167,18 @@ def build(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None = 
             if baseline is not None else None)
     shown = ", ".join(f"{k}={v!r}" for k, v in typed.items()) or "its own parameters"
     say(f"labkit report: running {path.name} with {shown}")
-    run = execute(path, parameters, quick=quick, raw=raw, root=root, progress=progress)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= 20:
+        raise BadInputError(f"--repeat {repeat!r}: run it 1 to 20 times (3 shows whether a verdict holds across "
+                            "fresh kernels)")
+    runs = []
+    for k in range(repeat):
+        if repeat > 1:
+            say(f"labkit report: run {k + 1} of {repeat}, in a fresh kernel")
+        runs.append(execute(path, parameters, quick=quick, raw=raw, root=root, progress=progress))
+    run = runs[-1]
+    if repeat > 1:
+        run = dataclasses.replace(run, replicates=tuple(r.folder for r in runs[:-1]))
+        run.save()
     say(f"labkit report: run folder {run.folder} (ran in {run.duration_s or 0:.0f} s); rendering…")
     return _write(run, base, out, say)
 

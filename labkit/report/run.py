@@ -81,6 +81,8 @@ class ReportRun(Saveable):
         sources: where each passed parameter came from: ``passed`` (``-p``, or the API) or ``--quick``.
         declared: the notebook's parameters cell when it ran: ``{name: default as written}``; the run used
             those defaults for every parameter not in ``parameters``.
+        replicates: the folders of the other runs made with it by ``--repeat`` (same notebook, same parameters,
+            each in a fresh kernel), whose ratios the page sets beside this run's.
     """
 
     KIND = "report-run"
@@ -98,6 +100,7 @@ class ReportRun(Saveable):
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     sources: dict[str, str] = field(default_factory=dict)
     declared: dict[str, str] = field(default_factory=dict)
+    replicates: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -116,7 +119,8 @@ class ReportRun(Saveable):
         moved elsewhere still finds its notebook and page, and re-renders inside itself (:meth:`find`)."""
         data = self.to_dict()
         data.update(folder=".", notebook=_relative(self.notebook, self.folder),
-                    html=_relative(self.html, self.folder) if self.html else None)
+                    html=_relative(self.html, self.folder) if self.html else None,
+                    replicates=[_relative(r, self.folder) for r in self.replicates])
         return write_json_atomic(path or Path(self.folder) / RECORD, data)
 
     @classmethod
@@ -129,7 +133,8 @@ class ReportRun(Saveable):
         run = cls.from_dict(read_json(path, kind=cls.KIND))
         here = Path(folder).resolve()
         return dataclasses.replace(run, folder=str(here), notebook=str((here / run.notebook).resolve()),
-                                   html=str((here / run.html).resolve()) if run.html else None)
+                                   html=str((here / run.html).resolve()) if run.html else None,
+                                   replicates=tuple(str((here / r).resolve()) for r in run.replicates))
 
     @property
     def default_page(self) -> Path:

@@ -125,9 +125,28 @@ def qualified(e: Concluded) -> str:
     return f"<ul class='labkit-qualify'><li class='labkit-qualify-head'>trust it with care:</li>{said}</ul>"
 
 
-def decision_block(question_html: str, experiments: Sequence[Concluded], change_mind_html: str | None) -> str:
+def held(e: Concluded, replicated: Sequence[Sequence[Concluded]]) -> str:
+    """With ``--repeat``: in how many of the runs the verdict held, and the ratios across them beside this run's
+    interval (which covers one run only: the runs' spread is the noise between fresh kernels)."""
+    if not replicated or not e.measured:
+        return ""
+    same = [c for run in replicated for c in run if c.title == e.title and c.measured]
+    ratios = [e.ratio, *(c.ratio for c in same)]
+    kept = 1 + sum(c.verdict == e.verdict for c in same)
+    runs = 1 + len(replicated)
+    spread = f"{min(ratios):.3g}–{max(ratios):.3g}" if len(ratios) > 1 else "this run only"
+    inside = sum(e.ci[0] <= r <= e.ci[1] for r in ratios[1:]) if e.ci is not None else 0
+    missing = runs - len(ratios)
+    said = (f"held in {kept} of {runs} runs (fresh kernels): ratios {spread} across them, "
+            f"{inside} of {len(ratios) - 1} other runs inside this run's interval {_ci(e)}"
+            + (f"; {missing} run(s) did not measure it" if missing else ""))
+    return f"<br><span class='labkit-{'kicker' if kept == runs else 'warn'}'>{escape(said)}</span>"
+
+
+def decision_block(question_html: str, experiments: Sequence[Concluded], change_mind_html: str | None,
+                   replicated: Sequence[Sequence[Concluded]] = ()) -> str:
     """The top of the page: the question, each experiment's answer in one line, and what would change it."""
-    answers = "".join(f"<li>{answer(e)}{qualified(e)}</li>" for e in experiments) or \
+    answers = "".join(f"<li>{answer(e)}{held(e, replicated)}{qualified(e)}</li>" for e in experiments) or \
         "<li>no experiment was recorded: nothing is decided by this run</li>"
     change = change_mind_html or ("<p>The notebook does not say what would change this decision: add a text cell "
                                   "headed <code>## What would change my mind</code>.</p>")
@@ -230,13 +249,14 @@ def top(*, title: str, question_html: str, kicker: str, experiments: Sequence[Co
         changes: Sequence[Change] | None, baseline: str | None, baseline_run: Any, parameters: dict[str, Any],
         declared: dict[str, str], fingerprint: dict[str, Any], git: dict[str, Any] | None,
         notes: Sequence[str] = (), sources: dict[str, str] | None = None, differs: Sequence[str] = (),
-        change_mind_html: str | None = None, imported: dict[str, str] | None = None) -> str:
+        change_mind_html: str | None = None, imported: dict[str, str] | None = None,
+        replicated: Sequence[Sequence[Concluded]] = ()) -> str:
     """The whole summary section placed above the notebook in the report."""
     parts = [f"<section class='labkit-report' id='labkit-report'><style>{CSS}</style>",
              f"<p class='labkit-kicker'>{kicker}</p>"]
     if changes is not None and baseline is not None:
         parts.append(baseline_banner(changes, baseline, baseline_run, fingerprint, differs))
-    parts.append(decision_block(question_html, experiments, change_mind_html))
+    parts.append(decision_block(question_html, experiments, change_mind_html, replicated))
     parts += [f"<h2>Experiments ({len(experiments)})</h2>", experiments_table(experiments, changes)]
     parts += ["<h2>Parameters</h2>", parameters_table(parameters, declared, sources)]
     parts += ["<h2>Environment</h2>", environment_table(fingerprint, git, imported)]
