@@ -19,7 +19,7 @@ _COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "same": "#57606a", "inconc
 
 CSS = """
 .labkit-report { font-family: var(--jp-content-font-family, sans-serif); font-size: 14px; line-height: 1.45;
-  max-width: 1100px; margin: 0 auto 24px; padding: 16px 20px; border: 1px solid #d0d7de; border-radius: 6px; }
+  max-width: 1280px; margin: 0 auto 24px; padding: 16px 20px; border: 1px solid #d0d7de; border-radius: 6px; }
 .labkit-report h2 { font-size: 17px; margin: 18px 0 6px; }
 .labkit-report table { border-collapse: collapse; margin: 4px 0 8px; }
 .labkit-report th, .labkit-report td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left;
@@ -32,7 +32,7 @@ CSS = """
   background: #f6f8fa; border: 1px solid #d0d7de; }
 .labkit-report .labkit-banner.changed { border-color: #cf222e; background: #fff5f5; }
 .labkit-report .labkit-banner.improved { border-color: #1a7f37; background: #f3fbf5; }
-.labkit-report .labkit-hyp { max-width: 320px; font-size: 13px; color: #24292f; }
+.labkit-report .labkit-hyp { min-width: 15em; max-width: 26em; font-size: 13px; color: #24292f; }
 .labkit-report .labkit-hyp summary { cursor: pointer; }
 .labkit-report .labkit-scroll { max-width: 100%; overflow-x: auto; }
 .labkit-report .labkit-decision { border: 1px solid #0969da; border-radius: 6px; padding: 4px 14px; margin: 8px 0; }
