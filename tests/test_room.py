@@ -79,7 +79,9 @@ def test_the_page_is_offline_and_shows_the_room(home, tmp_path):
     out = tmp_path / "room.html"
     assert cli.main(["room", "collect", str(home), "--out", str(out)]) == 0
     html = out.read_text()
-    assert html.count("<svg") == 2 and not external_resources(html)
+    # the ratios, the noise map, and a forest plot for the experiment measured on more than one machine
+    assert html.count("<svg") == 3 and not external_resources(html)
+    assert "Did it hold across the room?" in html and "batched export: pooled ratio" in html
     assert "5 experiment record(s) from 3 learner(s); 7 file(s) skipped" in html
     assert "dangling.json" in html and "orjson" in html and "throttled" in html
 

@@ -51,6 +51,10 @@ class Entry:
     outcome: str | None
     noise: str
     why: str
+    #: the interval's confidence level (``compare`` widens it when it looked more than once)
+    confidence: float = 0.95
+    #: the CPU the comparison ran on (its fingerprint's ``cpu_model``)
+    cpu: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,11 @@ def _load_per_core(fp: dict[str, Any], own: float) -> float | None:
     if not load or not cores:
         return None
     return max(float(load[0]) - own, 0.0) / float(cores)
+
+
+def _last_comparison(exp: Any) -> dict[str, Any]:
+    found = [m for m in exp.measurements if isinstance(m, dict) and m.get("kind") == "comparison"]
+    return found[-1] if found else {}
 
 
 def _noise(exp: Any) -> tuple[str, str, tuple[float, float] | None]:
@@ -147,8 +156,11 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
             except (ResultsError, TypeError, ValueError, AttributeError) as e:
                 skipped.append((str(path), str(e).replace(f"{path}: ", "").replace(f"{path} ", "")))
                 continue
+            last = _last_comparison(exp)
             entries.append(Entry(_learner(folder, path), exp.title, str(path), exp.predicted_ratio,
-                                 exp.measured_ratio, ci, exp.verdict, exp.outcome, noise, why))  # type: ignore[arg-type]
+                                 exp.measured_ratio, ci, exp.verdict, exp.outcome, noise, why,  # type: ignore[arg-type]
+                                 float(last.get("confidence") or 0.95),
+                                 str((last.get("fingerprint") or exp.fingerprint or {}).get("cpu_model") or "")))
     entries.sort(key=lambda e: (e.title, e.learner))
     return Room(tuple(entries), tuple(skipped))
 
@@ -199,6 +211,22 @@ def _num(x: float | None) -> str:
     return "–" if x is None else f"{x:.3g}"
 
 
+def _replications(room: Room) -> str:
+    """Each experiment measured on two machines or more, pooled (:mod:`labkit.workshop.replication`)."""
+    from labkit.report.static import chart_svg
+    from labkit.workshop.replication import replicate
+
+    studies = replicate(room)
+    if not studies:
+        return ""
+    parts = ["<h2>Did it hold across the room?</h2><p>Each machine's ratio and interval, pooled with a "
+             "random-effects model (DerSimonian–Laird): the pooled interval is the room's average effect; I² is "
+             "the share of the spread between machines that their own noise does not explain.</p>"]
+    for study in studies:
+        parts.append(f"<p><b>{escape(study.summary())}</b></p>{_svg(chart_svg(study.chart().to_dict()))}")
+    return "".join(parts)
+
+
 def render(room: Room, title: str = "The room's experiments") -> str:
     """One self-contained HTML page (charts as inline SVG; nothing loaded from outside)."""
     ratios, noise = _charts(room)
@@ -236,6 +264,7 @@ room on a busy or throttled machine measured their neighbours.</p>
 <h2>Each experiment across the room</h2>
 <table>{head}{''.join(summary)}</table>
 {_svg(ratios) if ratios else '<p>No measured experiments yet.</p>'}
+{_replications(room)}
 <h2>Noise map</h2>
 {_svg(noise)}
 <table><tr><th>learner</th><th>experiment</th><th>predicted</th><th>measured</th><th>verdict</th><th>prediction</th>
