@@ -7,6 +7,7 @@ import random
 import sys
 import threading
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -286,3 +287,15 @@ def test_start_refuses_what_is_not_a_function_and_draws_a_seed_and_its_generator
     assert ex.grade(lambda: kit.passed("ok"), seed=7, about="order 3").title == "t (order 3, seed 7)"
     plain = ex.grade(lambda: kit.passed("ok"))
     assert plain.title == "t" and plain.passed
+
+
+def test_every_grader_refuses_what_is_not_a_function_before_grading():
+    # a refusal is a CheckResult, which is falsy: a grader must test it with `is not None`, never its truth
+    import importlib
+
+    from labkit.labs import LABS
+
+    for x in LABS:
+        source = importlib.import_module(x.grader).__file__
+        text = Path(source).read_text(encoding="utf-8")
+        assert "if refused:" not in text, f"{x.grader}: `if refused:` is never true (a refusal has not passed)"

@@ -117,7 +117,7 @@ def check(solution: Callable[[Sequence[Hashable]], Any], experiment: Experiment 
     ``seed`` reproduces a grading run (a new one is drawn each time by default).
     """
     refused, seed, rng = EXERCISE.start(solution, seed)
-    if refused:
+    if refused is not None:
         return refused
     size = band(rng, n, 0.25)
     cases = _cases(rng, size)

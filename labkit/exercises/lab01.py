@@ -248,7 +248,7 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
         band and the prediction concluded.
     """
     refused, seed, rng = EXERCISE.start(napkin, seed)
-    if refused:
+    if refused is not None:
         return refused
     if not (isinstance(factor, int | float) and factor > 1):
         return EXERCISE.refuse(f"factor must be a number above 1 (e.g. 5), got {factor!r}")

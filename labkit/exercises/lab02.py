@@ -296,7 +296,7 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
         prediction concluded.
     """
     refused, seed, rng = EXERCISE.start(solution, seed)
-    if refused:
+    if refused is not None:
         return refused
     from labkit.toyshop import dataset
 

@@ -222,7 +222,7 @@ def check(solution: Simulation, experiment: Any = None, *, rounds: int = 10, see
         speed-up, the prediction concluded.
     """
     refused, seed, rng = EXERCISE.start(solution, seed)
-    if refused:
+    if refused is not None:
         return refused
     days, products = band(rng, TIMED_DAYS), band(rng, TIMED_PRODUCTS)
     cases = _cases(rng, days, products)

@@ -275,7 +275,7 @@ def check(solution: Callable[[Sales, int, int], dict[str, int]], experiment: Exp
         the prediction concluded.
     """
     refused, seed, rng = EXERCISE.start(solution, seed)
-    if refused:
+    if refused is not None:
         return refused
     size = band(rng, n)
     cases = _cases(rng, size)

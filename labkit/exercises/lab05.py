@@ -185,7 +185,7 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
     refused, seed, rng = EXERCISE.start(encode, seed)
-    if refused:
+    if refused is not None:
         return refused
     if format not in FORMATS:
         return EXERCISE.refuse(f"format={format!r}: the courier app reads {' or '.join(map(repr, FORMATS))}")

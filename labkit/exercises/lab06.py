@@ -245,7 +245,7 @@ def check(solution: Callable[[list[dict[str, Any]]], Report], experiment: Any = 
         and the concluded prediction.
     """
     refused, seed, rng = EXERCISE.start(solution, seed)
-    if refused:
+    if refused is not None:
         return refused
     n = band(rng, TIMED_ORDERS)
     cases = _cases(rng, n)

@@ -264,7 +264,7 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         save: save the concluded experiment record.
     """
     refused, seed, rng = EXERCISE.start(plan, seed)
-    if refused:
+    if refused is not None:
         return refused
     if not factor > 1:
         return EXERCISE.refuse(f"factor must be > 1 (1.5 allows 2/3× to 1.5×), got {factor!r}")

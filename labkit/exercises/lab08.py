@@ -226,7 +226,7 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
     from labkit.toyshop.db import connect
 
     refused, seed, rng = EXERCISE.start(my_order, seed)
-    if refused:
+    if refused is not None:
         return refused
     conn, orders = _orders(size)
     path = ensure(size, quiet=True)

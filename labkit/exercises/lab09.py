@@ -344,7 +344,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
     refused, seed, rng = EXERCISE.start(my_ledger, seed)
-    if refused:
+    if refused is not None:
         return refused
 
     def yours(load: list[list[tuple[int, int]]]) -> Stress:

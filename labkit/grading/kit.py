@@ -166,7 +166,7 @@ class Exercise:
         grading's seed (a fresh one, :func:`fresh_seed`, unless ``seed`` reproduces a run) and a generator on it.
 
             refused, seed, rng = EXERCISE.start(solution, seed)
-            if refused:
+            if refused is not None:   # a refusal is a CheckResult, which is falsy (not passed)
                 return refused
         """
         seed = fresh_seed() if seed is None else seed
