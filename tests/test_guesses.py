@@ -158,9 +158,12 @@ def test_against_puts_each_noted_guess_beside_its_measurement_and_plans_beside_t
     b, clock = book
     run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_ms=4.0, my_guess_x=None))
     plan = Experiment.plan("a plan", "one pass instead of two halves the time", predicted_ratio=0.5)
-    concluded = dataclasses.replace(plan, measured_ratio=0.25)
+    concluded = dataclasses.replace(plan, measured_ratio=0.25, measured_ci=(0.23, 0.27))
     frame = guesses.against({"my_guess_ms": 12.0, "my_guess_x": 3.0}, units={"my_guess_ms": "ms"},
                             experiments=[plan, concluded])
+    intervals = frame.pop("measured_lo"), frame.pop("measured_hi")
+    assert [list(v.isna()) for v in intervals] == [[True, True, False]] * 2  # a plan's interval, none for a guess
+    assert (intervals[0][2], intervals[1][2]) == (0.23, 0.27)
     assert frame.to_dict("records")[0] == {"name": "my_guess_ms", "kind": "guess", "predicted": 4.0, "measured": 12.0,
                                            "unit": "ms", "skipped": False, "factor": 3.0}
     skipped = frame.iloc[1]
@@ -169,6 +172,9 @@ def test_against_puts_each_noted_guess_beside_its_measurement_and_plans_beside_t
     assert frame.to_dict("records")[2] == {"name": "a plan", "kind": "plan", "predicted": 0.5, "measured": 0.25,
                                            "unit": "ratio", "skipped": False, "factor": 0.5}
     assert len(frame) == 3  # the unmeasured plan is left out
+    chart = charts.guesses_chart(frame.assign(measured_lo=intervals[0], measured_hi=intervals[1]))
+    band = chart.layer[0].data  # the plan's interval widened by the napkin tolerance: where 0.5 would be confirmed
+    assert list(band["name"]) == ["a plan"] and (band["band_lo"][2], band["band_hi"][2]) == (0.23 / 1.25, 0.27 * 1.25)
     chart = charts.guesses_chart(frame)
     svg = charts.to_svg(chart)
     assert "my_guess_ms (ms)" in svg and "my_guess_x — skipped" in svg

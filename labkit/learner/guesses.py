@@ -209,7 +209,9 @@ def against(measured: Mapping[str, float], *, units: Mapping[str, str] | None = 
 
     Returns:
         One row per guess, then per experiment: ``name``, ``kind`` ("guess" or "plan"), ``predicted`` (NaN when
-        skipped), ``measured``, ``unit``, ``skipped``, ``factor`` (measured ÷ predicted; NaN when skipped).
+        skipped), ``measured``, ``unit``, ``skipped``, ``factor`` (measured ÷ predicted; NaN when skipped),
+        ``measured_lo`` and ``measured_hi`` (a plan's measured interval, the one its outcome was judged by;
+        NaN for a guess).
 
     Raises:
         BadInputError: a name that was never noted, or a measurement that is not a finite number.
@@ -230,8 +232,13 @@ def against(measured: Mapping[str, float], *, units: Mapping[str, str] | None = 
     for exp in experiments:
         if getattr(exp, "measured_ratio", None) is None:
             continue
-        rows.append(_row(exp.title, "plan", exp.predicted_ratio, exp.measured_ratio, "ratio"))
-    frame = pd.DataFrame(rows, columns=["name", "kind", "predicted", "measured", "unit", "skipped", "factor"])
+        row = _row(exp.title, "plan", exp.predicted_ratio, exp.measured_ratio, "ratio")
+        ci = getattr(exp, "measured_ci", None)
+        if ci is not None:
+            row["measured_lo"], row["measured_hi"] = float(ci[0]), float(ci[1])
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=["name", "kind", "predicted", "measured", "unit", "skipped", "factor",
+                                        "measured_lo", "measured_hi"])
     bad = [r["name"] for r in rows if not math.isfinite(r["measured"])]
     if bad:
         raise BadInputError(f"the measurement for {', '.join(bad)} is not a finite number: pass what was measured")
