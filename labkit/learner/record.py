@@ -13,13 +13,13 @@ Records are JSON, written atomically, with the environment fingerprint of the ma
 a quarter either way, so the measured interval of the ratio is widened by :data:`NAPKIN_TOLERANCE` (25 %) on
 each side, on the ratio's own scale (``lo / 1.25`` to ``hi × 1.25``: :func:`accepted_range`):
 
-* **confirmed** — the predicted ratio lies inside that band, and the interval is narrow enough to tell (no wider
-  than the widening itself, ``hi / lo ≤ 1.25²``);
+* **confirmed** — the predicted ratio lies inside that band, and the interval is narrow enough to tell (it spans
+  at most :data:`MAX_SPAN`, a factor of 2, from end to end);
 * **refuted** — it lies outside the band, *whatever the comparison's verdict*: measured 0.992–1.139 (too noisy
   to call faster, slower or the same) still refutes a predicted 0.5;
 * **inconclusive** — the measurement cannot tell: there is no interval (nothing measured, a broken one), or the
-  prediction lies inside the band of an interval wider than ``1.25²`` end to end, which would "confirm" nearly
-  anything (0.412–0.835 accepts 0.33–1.04, "no change" included): measure longer, then judge.
+  prediction lies inside the band of an interval spanning more than a factor of 2, which would "confirm" a
+  saving of a third and of two thirds alike (0.3–0.7 accepts 0.24–0.88): measure longer, then judge.
 
 The outcome line shows the range (:func:`judgement`): ``confirmed: 0.16 within 0.11–0.19`` against a measured
 0.133–0.152, ``refuted: 0.38 outside 0.11–0.19``.
@@ -42,11 +42,15 @@ from labkit.measure.comparison import Comparison
 from labkit.measure.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
-__all__ = ["Experiment", "experiments", "judge", "judgement", "accepted_range", "NAPKIN_TOLERANCE"]
+__all__ = ["Experiment", "experiments", "judge", "judgement", "accepted_range", "NAPKIN_TOLERANCE", "MAX_SPAN"]
 
 #: how far (a fraction of the ratio, each side) a napkin prediction may lie outside the measured interval and
 #: still be confirmed: the one tolerance every lab, grader, report and chart judges by (see the module's docstring)
 NAPKIN_TOLERANCE = 0.25
+
+#: a measured interval wider than this factor end to end (``hi / lo``) confirms nothing: it cannot tell a saving
+#: of a third from one of two thirds (it still refutes a prediction outside its band)
+MAX_SPAN = 2.0
 
 
 def _now() -> str:
@@ -230,10 +234,10 @@ def judge(predicted_ratio: float, ci: tuple[float, float] | None, tolerance: flo
     * ``inconclusive`` when there is no measured interval to judge by (None, not finite, not > 0);
     * ``refuted`` when the prediction lies outside the band — whatever the comparison's verdict: an
       inconclusive comparison whose interval excludes the prediction by more than the tolerance refutes it;
-    * ``confirmed`` when it lies inside the band and the interval is narrow enough to tell — no wider than the
-      band's own widening (``hi / lo ≤ (1 + tolerance)²``, 1.5625 at 25 %);
+    * ``confirmed`` when it lies inside the band and the interval is narrow enough to tell: ``hi / lo`` at most
+      :data:`MAX_SPAN` (2);
     * ``inconclusive`` when it lies inside the band of an interval wider than that: such a measurement would
-      "confirm" nearly anything (0.412–0.835 accepts 0.33–1.04, "no change" included) — measure longer.
+      "confirm" a third saved and two thirds saved alike (0.3–0.7 accepts 0.24–0.88) — measure longer.
 
     Examples at the product's tolerance (25 %): measured 0.133–0.152 accepts 0.106–0.19: 0.16 is confirmed,
     0.02 and 0.38 are refuted; measured 0.992–1.139 (an inconclusive comparison) refutes 0.5.
@@ -255,7 +259,7 @@ def judge(predicted_ratio: float, ci: tuple[float, float] | None, tolerance: flo
     low, high = accepted_range((lo, hi), tolerance)
     if not low <= p <= high:
         return "refuted"
-    return "confirmed" if hi / lo <= (1 + tolerance) ** 2 * (1 + 1e-12) else "inconclusive"
+    return "confirmed" if hi / lo <= MAX_SPAN else "inconclusive"
 
 
 def _fmt(x: float, d: int) -> str:
@@ -288,7 +292,7 @@ def judgement(predicted_ratio: float | None, ci: tuple[float, float] | None,
     band = _range(p, low, high, inside)
     if outcome == "inconclusive":
         return (f"inconclusive: {p:g} within {band}, but the measured interval {lo:.3g}–{hi:.3g} is too wide to "
-                f"tell (more than {(1 + tolerance) ** 2:.3g}× from end to end): measure longer")
+                f"tell (it spans more than {MAX_SPAN:g}× from end to end): measure longer")
     return f"{outcome}: {p:g} {'within' if inside else 'outside'} {band}"
 
 
