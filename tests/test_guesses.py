@@ -196,3 +196,38 @@ def test_against_refuses_a_guess_never_noted_and_a_measurement_that_is_not_a_num
         guesses.against({"my_guess_ms": float("nan")})
     with pytest.raises(BadInputError, match="lacks"):
         charts.guesses_chart(guesses.against({"my_guess_ms": 1.0}).drop(columns=["unit"]))
+
+
+@pytest.mark.parametrize("named, words", [
+    ({"my_guess_speedup_x": "5x"}, ["my_guess_speedup_x = '5x' is not a number", "write 5, not '5x'"]),
+    ({"my_predicted_ratio": -0.86}, ["my_predicted_ratio = -0.86", "number > 0"]),
+    ({"my_guess_field_over_column": 0}, ["my_guess_field_over_column = 0", "number > 0"]),
+    ({"my_guess_hit_pct": 120}, ["my_guess_hit_pct = 120", "from 0 to 100"]),
+    ({"my_guess_gc_share": 5}, ["my_guess_gc_share = 5", "from 0 to 1", "5 % is 0.05"]),
+    ({"my_naive_ms": "12 ms"}, ["my_naive_ms = '12 ms' is not a number", "a time in ms", "write 12"]),
+    ({"my_guess_ms": float("inf")}, ["not a finite number"]),
+    ({"my_guess_queries": -3}, ["my_guess_queries = -3", "≥ 0"]),
+    ({"my_guess_join_x": True}, ["my_guess_join_x = True is not a number"]),
+    ({"my_guess_ms": 4.0, "my_guess_cache_x": "ten"}, ["my_guess_cache_x = 'ten' is not a number"]),
+])
+def test_a_guess_that_cannot_be_what_its_name_asks_for_is_refused_where_it_is_typed(book, named, words):
+    b, clock = book
+    with pytest.raises(BadInputError) as caught:
+        run_cell(b, clock, 5.0, lambda: guesses.noted(**named))
+    message = str(caught.value)
+    assert all(w in message for w in words), message
+    assert "run it again" in message and guesses.recorded() == ()  # nothing of the refused cell is noted
+
+
+def test_what_a_name_does_not_constrain_is_taken_as_written(book):
+    import numpy as np
+
+    b, clock = book
+    run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_winner="orjson", my_ranking=["join", "cache"],
+                                                  my_hypothesis="the JOIN removes twenty round trips",
+                                                  my_guess_exponent=-1.5, my_guess_hit_pct=0,
+                                                  my_guess_gc_share=0.05, my_guess_join_x=np.float64(7),
+                                                  my_guess_queries=np.int64(41), my_guess_io_x=None))
+    assert [g.name for g in guesses.recorded()][:2] == ["my_guess_winner", "my_ranking"]
+    assert guesses.expects("my_guess_winner") is None and guesses.expects("my_guess_join_x")[0] == "ratio"
+    assert guesses.expects("my_guess_dicts_over_columns")[0] == "ratio" and guesses.expects("my_naive_ms")[0] == "time"
