@@ -123,4 +123,12 @@ def test_predicted_vs_measured_draws_the_time_saved_with_the_measured_interval()
     values = next(iter(spec["datasets"].values()))
     assert [round(v["saving"], 2) for v in values] == [0.1, 0.54]
     assert [round(v["saving_lo"], 2) for v in values if v["kind"] == "measured"] == [0.51]
-    assert spec["spec"]["layer"][0]["encoding"]["x"]["field"] == "saving"
+    # the band a prediction must end in to be confirmed: the interval widened by the napkin tolerance (25 %)
+    measured = next(v for v in values if v["kind"] == "measured")
+    assert (measured["band_lo"], measured["band_hi"]) == pytest.approx((1 - 0.49 * 1.25, 1 - 0.43 / 1.25))
+    marks = [layer["mark"]["type"] for layer in spec["spec"]["layer"]]
+    assert marks == ["rect", "bar", "rule"] and spec["spec"]["layer"][1]["encoding"]["x"]["field"] == "saving"
+    assert "±25%" in spec["title"]["subtitle"]
+    # without an interval: the bars alone
+    plain = charts.predicted_vs_measured(frame.drop(columns=["ratio_lo", "ratio_hi"])).to_dict()
+    assert plain["spec"]["mark"]["type"] == "bar"

@@ -158,9 +158,12 @@ def test_against_puts_each_noted_guess_beside_its_measurement_and_plans_beside_t
     b, clock = book
     run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_ms=4.0, my_guess_x=None))
     plan = Experiment.plan("a plan", "one pass instead of two halves the time", predicted_ratio=0.5)
-    concluded = dataclasses.replace(plan, measured_ratio=0.25)
+    concluded = dataclasses.replace(plan, measured_ratio=0.25, measured_ci=(0.23, 0.27))
     frame = guesses.against({"my_guess_ms": 12.0, "my_guess_x": 3.0}, units={"my_guess_ms": "ms"},
                             experiments=[plan, concluded])
+    intervals = frame.pop("measured_lo"), frame.pop("measured_hi")
+    assert [list(v.isna()) for v in intervals] == [[True, True, False]] * 2  # a plan's interval, none for a guess
+    assert (intervals[0][2], intervals[1][2]) == (0.23, 0.27)
     assert frame.to_dict("records")[0] == {"name": "my_guess_ms", "kind": "guess", "predicted": 4.0, "measured": 12.0,
                                            "unit": "ms", "skipped": False, "factor": 3.0}
     skipped = frame.iloc[1]
@@ -169,6 +172,9 @@ def test_against_puts_each_noted_guess_beside_its_measurement_and_plans_beside_t
     assert frame.to_dict("records")[2] == {"name": "a plan", "kind": "plan", "predicted": 0.5, "measured": 0.25,
                                            "unit": "ratio", "skipped": False, "factor": 0.5}
     assert len(frame) == 3  # the unmeasured plan is left out
+    chart = charts.guesses_chart(frame.assign(measured_lo=intervals[0], measured_hi=intervals[1]))
+    band = chart.layer[0].data  # the plan's interval widened by the napkin tolerance: where 0.5 would be confirmed
+    assert list(band["name"]) == ["a plan"] and (band["band_lo"][2], band["band_hi"][2]) == (0.23 / 1.25, 0.27 * 1.25)
     chart = charts.guesses_chart(frame)
     svg = charts.to_svg(chart)
     assert "my_guess_ms (ms)" in svg and "my_guess_x — skipped" in svg
@@ -190,3 +196,38 @@ def test_against_refuses_a_guess_never_noted_and_a_measurement_that_is_not_a_num
         guesses.against({"my_guess_ms": float("nan")})
     with pytest.raises(BadInputError, match="lacks"):
         charts.guesses_chart(guesses.against({"my_guess_ms": 1.0}).drop(columns=["unit"]))
+
+
+@pytest.mark.parametrize("named, words", [
+    ({"my_guess_speedup_x": "5x"}, ["my_guess_speedup_x = '5x' is not a number", "write 5, not '5x'"]),
+    ({"my_predicted_ratio": -0.86}, ["my_predicted_ratio = -0.86", "number > 0"]),
+    ({"my_guess_field_over_column": 0}, ["my_guess_field_over_column = 0", "number > 0"]),
+    ({"my_guess_hit_pct": 120}, ["my_guess_hit_pct = 120", "from 0 to 100"]),
+    ({"my_guess_gc_share": 5}, ["my_guess_gc_share = 5", "from 0 to 1", "5 % is 0.05"]),
+    ({"my_naive_ms": "12 ms"}, ["my_naive_ms = '12 ms' is not a number", "a time in ms", "write 12"]),
+    ({"my_guess_ms": float("inf")}, ["not a finite number"]),
+    ({"my_guess_queries": -3}, ["my_guess_queries = -3", "≥ 0"]),
+    ({"my_guess_join_x": True}, ["my_guess_join_x = True is not a number"]),
+    ({"my_guess_ms": 4.0, "my_guess_cache_x": "ten"}, ["my_guess_cache_x = 'ten' is not a number"]),
+])
+def test_a_guess_that_cannot_be_what_its_name_asks_for_is_refused_where_it_is_typed(book, named, words):
+    b, clock = book
+    with pytest.raises(BadInputError) as caught:
+        run_cell(b, clock, 5.0, lambda: guesses.noted(**named))
+    message = str(caught.value)
+    assert all(w in message for w in words), message
+    assert "run it again" in message and guesses.recorded() == ()  # nothing of the refused cell is noted
+
+
+def test_what_a_name_does_not_constrain_is_taken_as_written(book):
+    import numpy as np
+
+    b, clock = book
+    run_cell(b, clock, 5.0, lambda: guesses.noted(my_guess_winner="orjson", my_ranking=["join", "cache"],
+                                                  my_hypothesis="the JOIN removes twenty round trips",
+                                                  my_guess_exponent=-1.5, my_guess_hit_pct=0,
+                                                  my_guess_gc_share=0.05, my_guess_join_x=np.float64(7),
+                                                  my_guess_queries=np.int64(41), my_guess_io_x=None))
+    assert [g.name for g in guesses.recorded()][:2] == ["my_guess_winner", "my_ranking"]
+    assert guesses.expects("my_guess_winner") is None and guesses.expects("my_guess_join_x")[0] == "ratio"
+    assert guesses.expects("my_guess_dicts_over_columns")[0] == "ratio" and guesses.expects("my_naive_ms")[0] == "time"

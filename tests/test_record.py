@@ -118,27 +118,57 @@ def test_right_direction_but_wrong_size_is_refuted():
     exp = Experiment.plan("big win", "predicting a ten-fold speed-up from this change", predicted_ratio=0.1)
     done = exp.conclude(compare(Measured(1e6, 1, "a"), Measured(0.5e6, 2, "b")))
     assert done.verdict == "faster" and done.outcome == "refuted"  # 0.5 is 5× off the predicted 0.1
-    assert exp.conclude(compare(Measured(1e6, 1, "a"), Measured(0.5e6, 2, "b")), tolerance=6).outcome == "confirmed"
+    assert done.judgement.startswith("refuted: 0.1 outside ") and "refuted: 0.1 outside" in str(done)
 
 
-def test_judge_works_on_the_size_of_the_effect_with_the_measured_interval():
-    from labkit.learner.record import judge
+def test_judge_confirms_inside_the_widened_interval_and_refutes_outside_it_whatever_the_verdict():
+    from labkit.learner.record import NAPKIN_TOLERANCE, accepted_range, judge, judgement
 
-    # the issue's two cases: measured 0.46 (interval 0.43–0.49), a speed-up
-    assert judge(0.9, "faster", (0.43, 0.49)) == "refuted"  # a 10 % saving predicted, 54 % measured
-    assert judge(0.5, "faster", (0.43, 0.49)) == "confirmed"
-    # the bounds at tolerance 2: |ln p| within |ln 0.49| / 2 = 0.357 … |ln 0.43| × 2 = 1.688
-    assert judge(0.70, "faster", (0.43, 0.49)) == "confirmed"  # |ln 0.70| = 0.357
-    assert judge(0.71, "faster", (0.43, 0.49)) == "refuted"  # |ln 0.71| = 0.342
-    assert judge(0.19, "faster", (0.43, 0.49)) == "confirmed"  # |ln 0.19| = 1.661
-    assert judge(0.18, "faster", (0.43, 0.49)) == "refuted"  # |ln 0.18| = 1.715
-    assert judge(0.9, "faster", (0.43, 0.49), tolerance=8) == "confirmed"
-    # the wrong way, or "no change" predicted, is refuted; a slow-down is judged like a speed-up
-    assert judge(1.5, "faster", (0.43, 0.49)) == "refuted" and judge(1.0, "faster", (0.43, 0.49)) == "refuted"
-    assert judge(2.0, "slower", (1.8, 2.4)) == "confirmed" and judge(1.1, "slower", (1.8, 2.4)) == "refuted"
-    # "same" confirms only a prediction of no change; inconclusive judges nothing
-    assert judge(1.02, "same", (0.98, 1.03)) == "confirmed" and judge(0.5, "same", (0.98, 1.03)) == "refuted"
-    assert judge(0.5, "inconclusive", (0.3, 1.2)) == "inconclusive"
+    assert NAPKIN_TOLERANCE == 0.25
+    # lab 08's first step: measured 0.143 (interval 0.133–0.152) accepts 0.1064–0.19
+    step1 = (0.133, 0.152)
+    assert accepted_range(step1) == pytest.approx((0.1064, 0.19))
+    assert judge(0.02, step1) == "refuted" and judge(0.38, step1) == "refuted"  # 50× and 2.6× predicted, 7× measured
+    assert judge(0.16, step1) == "confirmed" and judge(0.14, step1) == "confirmed"
+    assert judge(0.105, step1) == "refuted" and judge(0.191, step1) == "refuted"  # just outside the band
+    assert judgement(0.14, step1) == "confirmed: 0.14 within 0.11–0.19"
+    assert judgement(0.38, step1) == "refuted: 0.38 outside 0.11–0.19"
+    # an inconclusive comparison (the interval straddles 1) still refutes a prediction far outside it
+    noisy = (0.992, 1.139)
+    assert judge(0.5, noisy) == "refuted" and judgement(0.5, noisy) == "refuted: 0.5 outside 0.79–1.42"
+    assert judge(1.0, noisy) == "confirmed"
+    # a slow-down is judged alike; a "same" measurement confirms a prediction within the napkin's quarter
+    assert judge(2.0, (1.8, 2.4)) == "confirmed" and judge(1.1, (1.8, 2.4)) == "refuted"
+    assert judge(1.02, (0.98, 1.03)) == "confirmed" and judge(0.5, (0.98, 1.03)) == "refuted"
+    # the measurement cannot tell: no interval, or one too wide to confirm anything (it still refutes)
+    wide = (0.412, 0.835)  # lab 08's step 2 under QUICK: more than 2× from end to end
+    assert judge(0.5, None) == "inconclusive" and judge(0.5, (float("nan"), 1.0)) == "inconclusive"
+    assert judge(0.5, wide) == "inconclusive" and judge(1.0, wide) == "inconclusive"
+    assert judge(0.2, wide) == "refuted" and judge(1.2, wide) == "refuted"
+    assert judge(0.35, (0.26, 0.47)) == "confirmed"  # 1.8× wide: a grader's interval on a busy machine still tells
+    assert "too wide to tell" in judgement(0.5, wide) and "measure longer" in judgement(0.5, wide)
+    assert "no measured interval" in judgement(0.5, None) and judgement(None, step1) == ""
+    # the printed band never contradicts the word: a prediction on the edge shows inside, a hair off shows outside
+    assert judgement(0.19, step1).startswith("confirmed: 0.19 within")
+    edge = judgement(0.1063, step1)
+    assert edge.startswith("refuted: 0.1063 outside") and float(edge.split()[-1].split("–")[0]) > 0.1063
+    with pytest.raises(BadInputError, match="fraction"):
+        judge(0.5, step1, tolerance=2.0)
+    with pytest.raises(BadInputError, match="must be > 0"):
+        judge(-0.86, step1)
+
+
+def test_a_concluded_record_keeps_its_interval_and_shows_the_range_it_was_judged_by(tmp_path):
+    exp = Experiment.plan("orjson", "orjson encodes about twice as fast, so the ratio should be 0.5",
+                          predicted_ratio=0.5)
+    done = exp.conclude(compare(Measured(1e6, 1, "json"), Measured(0.5e6, 2, "orjson")))
+    assert done.measured_ci is not None and done.measured_ci[0] < done.measured_ratio < done.measured_ci[1]
+    assert done.judgement.startswith("confirmed: 0.5 within ") and done.judgement in str(done)
+    back = Experiment.load(done.save(tmp_path))
+    assert back.measured_ci == done.measured_ci and back.judgement == done.judgement
+    # a record saved before the interval was kept still loads, and says its outcome alone
+    old = {k: v for k, v in done.to_dict().items() if k != "measured_ci"}
+    assert Experiment.from_dict(old).judgement == "confirmed"
 
 
 def test_a_template_still_saying_todo_is_not_saved_as_a_result(tmp_path):

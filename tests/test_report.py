@@ -24,6 +24,7 @@ from labkit.report.baseline import Concluded
 from labkit.report.review import TEMPLATE
 from labkit.report.run import ReportRun, parse_parameters
 from labkit.report.static import WIDGET_STATE, WIDGET_VIEW, external_resources, make_static
+from labkit.results import write_json_atomic
 
 # -- parameters ----------------------------------------------------------------------------------------------
 
@@ -140,6 +141,23 @@ def test_a_record_gives_its_concluding_interval(tmp_path):
     [c] = concluded_in(tmp_path)
     assert c.measured and c.ratio == exp.measured_ratio == 0.5
     assert c.ci[0] <= 0.5 <= c.ci[1] and c.verdict == "faster" and c.outcome == "confirmed"
+
+
+def test_the_outcome_column_shows_the_range_and_judges_an_old_record_by_todays_rule(tmp_path):
+    from labkit.report.summary import experiments_table
+
+    exp = Experiment.plan("join", "one JOIN instead of twenty catalog calls: a seventh of the time",
+                          predicted_ratio=0.02)
+    done = exp.conclude(compare([100.0, 102.0, 98.0] * 10, [14.3, 14.6, 14.0] * 10))
+    assert done.outcome == "refuted"
+    # a record concluded under the old rule (effect within 2×) said "confirmed" and kept no measured_ci
+    old = {**done.to_dict(), "outcome": "confirmed"}
+    old.pop("measured_ci")
+    write_json_atomic(tmp_path / "old.json", old)
+    [c] = concluded_in(tmp_path)
+    assert c.outcome == "refuted" and c.judgement.startswith("refuted: 0.02 outside ")
+    table = experiments_table([c])
+    assert "refuted</b>: 0.02 outside " in table and "widened by the napkin tolerance" in table
 
 
 # -- widgets made static, and the offline check ------------------------------------------------------------------

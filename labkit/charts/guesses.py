@@ -17,7 +17,8 @@ def guesses_chart(frame: pd.DataFrame, title: str = "Your predictions beside the
     """One row per guess or plan: the prediction (hollow), the measurement (filled) and a line between them, on
     one log axis (the rows have different units; a log axis shows "off by 3×" the same size everywhere);
     a skipped guess shows its measurement alone, its row labelled "skipped". The tooltip says by what factor
-    the measurement differs from the prediction.
+    the measurement differs from the prediction. A concluded plan also shows its measured interval (red) and,
+    green behind it, the range a prediction must lie in to be confirmed (:func:`labkit.learner.record.judge`).
 
     Args:
         frame: :func:`labkit.learner.guesses.against`'s DataFrame.
@@ -52,6 +53,21 @@ def guesses_chart(frame: pd.DataFrame, title: str = "Your predictions beside the
         alt.Color("what:N", title=None, scale=alt.Scale(domain=["your prediction", "measured"],
                                                         range=["#1f77b4", "#d62728"])),
         tooltip=tips)
-    return (span + dots).properties(width=460, height=max(60, 34 * len(df)))
+    layers = span + dots
+    if {"measured_lo", "measured_hi"} <= set(df.columns) and log:
+        from labkit.learner.record import NAPKIN_TOLERANCE
+
+        judged = df[(df["kind"] == "plan") & (df["measured_lo"] > 0) & (df["measured_hi"] >= df["measured_lo"])].copy()
+        if not judged.empty:  # a plan's measured interval, and the band that confirms a prediction (±25 %)
+            judged["band_lo"] = judged["measured_lo"] / (1 + NAPKIN_TOLERANCE)
+            judged["band_hi"] = judged["measured_hi"] * (1 + NAPKIN_TOLERANCE)
+            judged["confirmed if in"] = [f"{a:.3g}–{b:.3g}" for a, b in zip(judged["band_lo"], judged["band_hi"],
+                                                                            strict=True)]
+            band = alt.Chart(judged).mark_bar(color="#2ca02c", opacity=0.25, height=16).encode(
+                y, alt.X("band_lo:Q", scale=scale), alt.X2("band_hi:Q"), tooltip=["label:N", "confirmed if in:N"])
+            ci = alt.Chart(judged).mark_rule(color="#d62728", strokeWidth=3).encode(
+                y, alt.X("measured_lo:Q", scale=scale), alt.X2("measured_hi:Q"))
+            layers = band + span + ci + dots
+    return layers.properties(width=460, height=max(60, 34 * len(df)))
 
 

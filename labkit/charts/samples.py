@@ -125,33 +125,56 @@ def ab_chart(comparison: Any, title: str | None = None) -> alt.LayerChart:
 def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measured: the time saved (1 − ratio)"
                           ) -> alt.Chart:
     """Grouped bars of the **effect**: for each ``experiment``, the time each ``kind`` (e.g. "your guess",
-    "model", "measured") says the candidate saves, ``1 − ratio`` (50 % = twice as fast; negative = slower) —
-    the scale on which :func:`labkit.learner.record.judge` compares a prediction with a measurement. The measured
-    interval is drawn as a rule when the frame has ``ratio_lo`` and ``ratio_hi`` (a comparison's ``ci``).
+    "model", "measured") says the candidate saves, ``1 − ratio`` (50 % = twice as fast; negative = slower).
+    When the frame has ``ratio_lo`` and ``ratio_hi`` (a comparison's ``ci``) on the measured row, the measured
+    interval is drawn as a black rule on that row, and the range a prediction must fall in to be confirmed
+    (:func:`labkit.learner.record.accepted_range`: the interval widened by the napkin tolerance) as a green band
+    behind every row of the experiment — a bar ending inside the band is *confirmed*, outside it *refuted*.
 
     Args:
         frame: columns ``experiment``, ``kind`` and ``ratio`` (candidate/baseline time); optionally
-            ``ratio_lo``, ``ratio_hi``.
+            ``ratio_lo``, ``ratio_hi``. Rows without a ratio (a skipped guess) are left out.
     """
+    from labkit.learner.record import NAPKIN_TOLERANCE, accepted_range
+
     for col in ("experiment", "kind", "ratio"):
         if col not in frame.columns:
             raise BadInputError(f"predicted_vs_measured needs columns experiment, kind, ratio (got {list(frame.columns)})")
     df = frame.dropna(subset=["ratio"]).copy()
     df["saving"] = 1 - df["ratio"].astype(float)
-    has_ci = {"ratio_lo", "ratio_hi"} <= set(df.columns)
-    if has_ci:
-        df["saving_lo"], df["saving_hi"] = 1 - df["ratio_hi"].astype(float), 1 - df["ratio_lo"].astype(float)
+    kinds, order = list(dict.fromkeys(df["kind"])), list(dict.fromkeys(df["experiment"]))
     tips = ["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("saving:Q", format=".0%")]
-    base = alt.Chart(df)
-    layers = base.mark_bar().encode(
-        alt.Y("kind:N", title=None), alt.X("saving:Q", title="time saved (1 − candidate/baseline)", axis=alt.Axis(
-            format="%")), alt.Color("kind:N", legend=None), tooltip=tips)
-    if has_ci:
-        layers = layers + base.mark_rule(color="black", strokeWidth=2).encode(
-            alt.Y("kind:N"), alt.X("saving_lo:Q"), alt.X2("saving_hi:Q"))
+    base = alt.Chart()
+    layers: alt.Chart | alt.LayerChart = base.mark_bar().encode(
+        alt.Y("kind:N", title=None, sort=kinds),
+        alt.X("saving:Q", title="time saved (1 − candidate/baseline)", axis=alt.Axis(format="%")),
+        alt.Color("kind:N", legend=None), tooltip=tips)
+    if {"ratio_lo", "ratio_hi"} <= set(df.columns):
+        lo, hi = df["ratio_lo"].astype(float), df["ratio_hi"].astype(float)
+        usable = (lo > 0) & (hi >= lo)  # NaN compares False: rows without an interval
+        if usable.any():
+            df["saving_lo"], df["saving_hi"] = (1 - hi).where(usable), (1 - lo).where(usable)
+            df["band_lo"] = (1 - hi * (1 + NAPKIN_TOLERANCE)).where(usable)
+            df["band_hi"] = (1 - lo / (1 + NAPKIN_TOLERANCE)).where(usable)
+            df["accepted"] = [f"ratio {accepted_range((a, b))[0]:.3g}–{accepted_range((a, b))[1]:.3g} (measured "
+                              f"{a:.3g}–{b:.3g}, ±{NAPKIN_TOLERANCE:.0%})" if ok else None
+                              for a, b, ok in zip(lo, hi, usable, strict=True)]
+            band = base.mark_rect(color="#2ca02c", opacity=0.2).encode(
+                alt.X("band_lo:Q"), alt.X2("band_hi:Q"),
+                tooltip=["experiment:N", alt.Tooltip("accepted:N", title="confirmed if the ratio is in")],
+            ).transform_filter("isValid(datum.band_lo)")
+            rule = base.mark_rule(color="black", strokeWidth=2).encode(
+                alt.Y("kind:N", sort=kinds), alt.X("saving_lo:Q"), alt.X2("saving_hi:Q"),
+                tooltip=["experiment:N", alt.Tooltip("ratio_lo:Q", format=".3f"),
+                         alt.Tooltip("ratio_hi:Q", format=".3f")],
+            ).transform_filter("isValid(datum.saving_lo)")
+            layers = band + layers + rule
+            title = alt.TitleParams(title, subtitle=f"black: the measured interval · green: it widened by "
+                                    f"±{NAPKIN_TOLERANCE:.0%}, where a prediction is confirmed")
     return layers.properties(width=440).facet(
-        row=alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAlign="left",
-                                                                  labelFontWeight="bold")), title=title)
+        row=alt.Row("experiment:N", title=None, sort=order, header=alt.Header(
+            labelAngle=0, labelOrient="top", labelAlign="left", labelFontWeight="bold")),
+        data=df, title=title).resolve_scale(y="independent")  # each experiment shows only its own rows
 
 
 #: every builder's name ends in ``_chart``; ``predicted_vs_measured`` is the name labs 03, 05, 07 and 08 used first

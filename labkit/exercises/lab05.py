@@ -16,7 +16,7 @@ the app can read — ``"json"`` or ``"msgpack"`` — and :func:`check` grades, i
    answer checked;
 4. **speed** — ``labkit.compare`` against the baseline on a new order for every timed call, **every timed
    answer checked**: ``faster`` by at least ``required_speedup``; then your experiment is concluded with the
-   measured ratio (judged on the effect) and saved.
+   measured ratio (judged against its interval, widened by ±25 %) and saved.
 
 Every order graded is **generated for this grading**: a dataset order's shape, with every value the courier
 app reads drawn afresh (the order's id, status and total, each item's sku, name and quantity, each product's

@@ -16,7 +16,7 @@ CPU flame graph and allocation profile). :func:`check` grades, in order:
    least 1 % of them (a call doing less is answering from a cache), the answer checked;
 4. **speed** — :func:`labkit.compare` interleaving baseline and solution on a fresh batch for every timed
    call, **every timed answer checked**: verdict ``faster`` by at least ``required_speedup``; then your
-   experiment is concluded with the measured comparison (judged on the effect) and saved.
+   experiment is concluded with the measured comparison (judged against its interval, widened by ±25 %) and saved.
 
 Inputs come from a new seed per grading run (printed in the result; ``seed=`` reproduces a run). Every call of
 your function goes through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import

@@ -27,7 +27,7 @@ test — and the pool size you choose for the target. The check grades, in order
    that missed while other programs kept the machine busy is measured once more, and says so);
 4. **your prediction concluded** — its ratio is the time a request takes at the target rate with your pools,
    over its time alone (both in units of its deployment's W, both deployments pooled), measured by the
-   grader's runs of 2. and 3.; judged on the effect and saved (a refuted prediction is a result, and passes).
+   grader's runs of 2. and 3.; judged against its interval (widened by ±25 %) and saved (a refuted prediction is a result, and passes).
 
 The plan runs in the grader's process, through a :class:`labkit.grading.kit.Caller`, and the module is sealed at
 import: what that withstands and what not is :mod:`labkit.grading.kit`'s threat model (code that reads the grader's

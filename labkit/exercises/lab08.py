@@ -23,7 +23,7 @@ through a client of its own. In order:
    can answer without asking once), measured now, interleaved with your handler on orders of 5+ items: your
    handler may take at most ``limit_x`` times the floor, every answer checked;
 6. **speed** — ``labkit.compare`` against the baseline on fresh orders, every answer checked: ``faster`` by
-   ``required_speedup``; then your experiment, concluded with the measured ratio (judged on the effect).
+   ``required_speedup``; then your experiment, concluded with the measured ratio (judged against its interval, widened by ±25 %).
 
 Every call of your function goes through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import
 (:mod:`labkit.grading.kit`'s threat model).

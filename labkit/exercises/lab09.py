@@ -27,7 +27,7 @@ of a load generated for that run (hot customers included), the interpreter's swi
    work). A lock held across the write makes every add wait for the others';
 4. **faster at P99 end to end** — interleaved rounds of the baseline and your ledger on fresh loads, each round's
    P99 of an add as its caller sees it, compared by :func:`labkit.compare`: ``faster`` by ``required_speedup``,
-   every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged on the effect).
+   every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged against its interval, widened by ±25 %).
 
 The runs are made through one :class:`labkit.grading.kit.Caller` (the same frames in every phase) and the module is
 sealed at import (:mod:`labkit.grading.kit`'s threat model). What a stress on this interpreter cannot catch: a race

@@ -12,8 +12,8 @@ first one that fails (a fast wrong answer earns nothing):
 3. :func:`timed` — :func:`labkit.compare` interleaving baseline and solution on a fresh input for every timed
    call, **the answers of a random sample of the timed calls (chosen after the run) checked**;
 4. :func:`prediction` — the learner's :class:`~labkit.learner.record.Experiment` is required: planned with a
-   predicted ratio before the check, concluded with the measured comparison (judged on the size of the effect,
-   :func:`labkit.learner.record.judge`) and saved.
+   predicted ratio before the check, concluded with the measured comparison (judged against the measured
+   interval widened by the napkin tolerance, :func:`labkit.learner.record.judge`) and saved.
 
 Threat model — what a grader built on this kit withstands:
 
@@ -454,7 +454,7 @@ def planned(experiment: Any, *, template: str | None = None) -> Item:
 
 def prediction(experiment: Any, comparison: Any, *, save: bool = True) -> Item:
     """The learner's experiment (checked by :func:`planned` first) concluded with the grader's measurement
-    (``comparison``, the speed item's ``detail``), judged on the effect (:func:`labkit.learner.record.judge`) and
+    (``comparison``, the speed item's ``detail``), judged by :func:`labkit.learner.record.judge` and
     saved. A refuted prediction is a result, and passes: what fails is a record that cannot be concluded."""
     first = planned(experiment)
     if not first.ok:
@@ -469,8 +469,14 @@ def prediction(experiment: Any, comparison: Any, *, save: bool = True) -> Item:
     if done.outcome is None:
         return failed("your experiment is not concluded", hint=_PLAN, criterion="prediction")
     saving = f"predicted saving {1 - done.predicted_ratio:.0%}, measured {1 - comparison.ratio:.0%}"
-    return passed(f"your prediction ({done.predicted_ratio:g}) vs measured ({comparison.ratio:.3g}) — {saving}: "
-                  f"{done.outcome}{where}", detail=done, criterion="prediction")
+    lo, hi = comparison.ci
+    # the item holds because the prediction is on record and judged (the ✔ says that, not "right"): the
+    # judgement names the range it was judged by, and a miss says what to do with it
+    miss = {"refuted": " — a result, not a failure: say what your napkin math left out",
+            "inconclusive": " — the measurement could not tell"}.get(done.outcome, "")
+    return passed(f"prediction on record — your prediction ({done.predicted_ratio:g}) vs measured "
+                  f"({comparison.ratio:.3g}, interval {lo:.3g}–{hi:.3g}; {saving}) → {done.judgement}{miss}{where}",
+                  detail=done, criterion="prediction")
 
 
 _SEALED = seal(globals())

@@ -131,7 +131,8 @@ def ratios_chart(frame: pd.DataFrame, title: str = "Your guess, the model, the m
 
     Args:
         frame: columns ``experiment``, ``source`` and ``ratio`` (rows with a missing ratio are skipped, so a
-            skipped guess simply has no bar); optional ``lo``/``hi`` draw an interval on measured bars.
+            skipped guess simply has no bar); optional ``lo``/``hi`` draw an interval on measured bars and,
+            behind the experiment's bars, the band that confirms a prediction (:func:`labkit.learner.record.judge`).
     """
     for col in ("experiment", "source", "ratio"):
         if col not in frame.columns:
@@ -155,8 +156,17 @@ def ratios_chart(frame: pd.DataFrame, title: str = "Your guess, the model, the m
               base.mark_text(align="left", dx=3).encode(alt.X("at:Q", scale=alt.Scale(type="log")), y,
                                                         text="label:N")]
     if {"lo", "hi"} <= set(df.columns):
+        from labkit.learner.record import NAPKIN_TOLERANCE
+
+        # behind the bars: the range a prediction must lie in to be confirmed (the interval widened ±25 %)
+        df["band_lo"] = pd.to_numeric(df["lo"], errors="coerce") / (1 + NAPKIN_TOLERANCE)
+        df["band_hi"] = pd.to_numeric(df["hi"], errors="coerce") * (1 + NAPKIN_TOLERANCE)
+        layers.insert(0, base.transform_filter("isFinite(datum.band_lo)").mark_rect(color="#2ca02c", opacity=0.2)
+                      .encode(alt.X("band_lo:Q", scale=alt.Scale(type="log")), alt.X2("band_hi:Q")))
         layers.append(base.transform_filter("isFinite(datum.lo)").mark_rule().encode(
             alt.X("lo:Q", scale=alt.Scale(type="log")), alt.X2("hi:Q"), y))
+        title = alt.TitleParams(title, subtitle=f"green: where a prediction is confirmed (the measured interval "
+                                f"widened ±{NAPKIN_TOLERANCE:.0%})")
     return (alt.layer(*layers, data=df).properties(width=380, height=80)
             .facet(row=alt.Row("experiment:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
                    title=title))

@@ -33,7 +33,8 @@ from typing import Any
 from labkit.errors import BadInputError
 from labkit.progress import ipython
 
-__all__ = ["UNATTENDED_S", "Guess", "Summary", "noted", "recorded", "beside", "against", "summary", "forget"]
+__all__ = ["UNATTENDED_S", "Guess", "Summary", "noted", "expects", "recorded", "beside", "against", "summary",
+           "forget"]
 
 #: a guess cell that starts less than this many seconds after the previous cell ended ran unattended
 UNATTENDED_S = 1.0
@@ -154,13 +155,80 @@ class Summary(str):
         return _html(self) if self.loud else f"<p>{escape(self)}</p>"
 
 
+# what a guess's name says it holds, by its ending (the labs' convention: my_guess_join_x, my_naive_ms …):
+# (kind, words for the message). A name with none of these endings (a codec's name, a ranking) is not checked.
+_ENDINGS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("_ratio",), "ratio", "a ratio (candidate time ÷ baseline time) is a number > 0: 0.5 is twice as fast, 1 no change"),
+    (("_x", "_speedup"), "ratio", "a speed-up is a number > 0: 5 means five times faster, 0.8 a little slower"),
+    (("_pct", "_percent"), "pct", "a percentage is a number from 0 to 100"),
+    (("_share", "_fraction"), "share", "a share is a fraction from 0 to 1: 0.05 for 5 %"),
+    (("_ns", "_us", "_ms", "_s"), "time", "a time is a number > 0 in the unit the name ends with"),
+    (("_rps", "_hz"), "time", "a rate is a number > 0 (requests per second)"),
+    (("_queries", "_calls", "_trips", "_resizes", "_holds", "_lines", "_count", "_overlapped", "_in_flight", "_pool"),
+     "count", "a count is a number ≥ 0"),
+    (("_exponent",), "number", "an exponent is a number: 1 linear, 2 quadratic"),
+)
+
+
+def expects(name: str) -> tuple[str, str] | None:
+    """What the guess called ``name`` must be, read from its name's ending — ``("ratio", why)`` for
+    ``my_guess_join_x``, ``_ratio`` or a name with ``_over_`` (a ratio of two times), ``pct`` for ``_pct``,
+    ``share`` (0–1) for ``_share``, ``time`` for ``_ms``/``_us``/``_ns``/``_s``/``_rps``, ``count`` for
+    ``_queries``, ``_trips`` …, ``number`` for ``_exponent`` — or None when the name does not say (a codec's
+    name, a ranking: anything goes)."""
+    low = name.lower()
+    for endings, kind, why in _ENDINGS:
+        if low.endswith(endings):
+            return kind, why
+    if "_over_" in low:
+        return "ratio", "a ratio of two times is a number > 0: 0.5 is half the time, 2 twice the time"
+    return None
+
+
+def _refusal(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the guess called ``name`` (None when it can, or when the name does not say)."""
+    import math
+    import numbers
+
+    want = expects(name)
+    if value is None or want is None:
+        return None
+    kind, why = want
+    unit = next((u for end, u in (("_ns", "ns"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s")) if name.endswith(end)), None)
+    if kind == "time" and unit:
+        why = f"a time in {unit} is a number > 0"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        typed = repr(value)
+        digits = "".join(ch for ch in str(value) if ch.isdigit() or ch in ".-")
+        example = f" (write {digits}, not {typed})" if isinstance(value, str) and digits.strip(".-") else ""
+        return f"{name} = {typed} is not a number: {why}{example}"
+    v = float(value)
+    if not math.isfinite(v):
+        return f"{name} = {value!r} is not a finite number: {why}"
+    bad = {"ratio": v <= 0, "time": v <= 0, "pct": not 0 <= v <= 100, "share": not 0 <= v <= 1,
+           "count": v < 0}.get(kind, False)
+    if not bad:
+        return None
+    hint = f" ({v:g} % is {v / 100:g})" if kind == "share" and 1 < v <= 100 else ""
+    return f"{name} = {value!r} cannot be right: {why}{hint}"
+
+
 def noted(**named: Any) -> None:
     """Note the guesses just written (``noted(my_guess_ms=my_guess_ms)``): each is recorded with its value and
     whether the cell ran attended. The first skipped guess of an unattended run shows the banner (once per
     kernel); a skipped guess in an attended run gets one quiet line. A guess noted again (the cell run a second
-    time, now filled in) replaces the earlier note."""
+    time, now filled in) replaces the earlier note.
+
+    A guess is checked here, where it is typed, against what its name says it is (:func:`expects`): a
+    non-number where a number is asked (``"5x"``), a ratio or a time ≤ 0, a percentage outside 0–100, a share
+    outside 0–1, a negative count — refused with a :class:`~labkit.errors.BadInputError` naming the variable,
+    and nothing of the cell is noted, so the lab never fails on it cells later.
+    """
     if not named:
         raise BadInputError("noted() takes the guesses by name: guesses.noted(my_guess_ms=my_guess_ms)")
+    refused = [why for why in (_refusal(n, v) for n, v in named.items()) if why]
+    if refused:
+        raise BadInputError("; ".join(refused) + ". Fix the value in this cell and run it again.")
     book = _BOOK
     attended = book.attended()
     out = tuple(Guess(name, value, attended) for name, value in named.items())
@@ -209,7 +277,9 @@ def against(measured: Mapping[str, float], *, units: Mapping[str, str] | None = 
 
     Returns:
         One row per guess, then per experiment: ``name``, ``kind`` ("guess" or "plan"), ``predicted`` (NaN when
-        skipped), ``measured``, ``unit``, ``skipped``, ``factor`` (measured ÷ predicted; NaN when skipped).
+        skipped), ``measured``, ``unit``, ``skipped``, ``factor`` (measured ÷ predicted; NaN when skipped),
+        ``measured_lo`` and ``measured_hi`` (a plan's measured interval, the one its outcome was judged by;
+        NaN for a guess).
 
     Raises:
         BadInputError: a name that was never noted, or a measurement that is not a finite number.
@@ -230,8 +300,13 @@ def against(measured: Mapping[str, float], *, units: Mapping[str, str] | None = 
     for exp in experiments:
         if getattr(exp, "measured_ratio", None) is None:
             continue
-        rows.append(_row(exp.title, "plan", exp.predicted_ratio, exp.measured_ratio, "ratio"))
-    frame = pd.DataFrame(rows, columns=["name", "kind", "predicted", "measured", "unit", "skipped", "factor"])
+        row = _row(exp.title, "plan", exp.predicted_ratio, exp.measured_ratio, "ratio")
+        ci = getattr(exp, "measured_ci", None)
+        if ci is not None:
+            row["measured_lo"], row["measured_hi"] = float(ci[0]), float(ci[1])
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=["name", "kind", "predicted", "measured", "unit", "skipped", "factor",
+                                        "measured_lo", "measured_hi"])
     bad = [r["name"] for r in rows if not math.isfinite(r["measured"])]
     if bad:
         raise BadInputError(f"the measurement for {', '.join(bad)} is not a finite number: pass what was measured")

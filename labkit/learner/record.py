@@ -8,6 +8,21 @@
     labkit.experiments()                    # every record in the results folder, as a DataFrame
 
 Records are JSON, written atomically, with the environment fingerprint of the machine that measured them.
+
+**How a prediction is judged** (:func:`judge`, one rule for the whole product). A napkin model is worth about
+a quarter either way, so the measured interval of the ratio is widened by :data:`NAPKIN_TOLERANCE` (25 %) on
+each side, on the ratio's own scale (``lo / 1.25`` to ``hi × 1.25``: :func:`accepted_range`):
+
+* **confirmed** — the predicted ratio lies inside that band, and the interval is narrow enough to tell (it spans
+  at most :data:`MAX_SPAN`, a factor of 2, from end to end);
+* **refuted** — it lies outside the band, *whatever the comparison's verdict*: measured 0.992–1.139 (too noisy
+  to call faster, slower or the same) still refutes a predicted 0.5;
+* **inconclusive** — the measurement cannot tell: there is no interval (nothing measured, a broken one), or the
+  prediction lies inside the band of an interval spanning more than a factor of 2, which would "confirm" a
+  saving of a third and of two thirds alike (0.3–0.7 accepts 0.24–0.88): measure longer, then judge.
+
+The outcome line shows the range (:func:`judgement`): ``confirmed: 0.16 within 0.11–0.19`` against a measured
+0.133–0.152, ``refuted: 0.38 outside 0.11–0.19``.
 """
 
 from __future__ import annotations
@@ -27,7 +42,15 @@ from labkit.measure.comparison import Comparison
 from labkit.measure.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
-__all__ = ["Experiment", "experiments", "judge"]
+__all__ = ["Experiment", "experiments", "judge", "judgement", "accepted_range", "NAPKIN_TOLERANCE", "MAX_SPAN"]
+
+#: how far (a fraction of the ratio, each side) a napkin prediction may lie outside the measured interval and
+#: still be confirmed: the one tolerance every lab, grader, report and chart judges by (see the module's docstring)
+NAPKIN_TOLERANCE = 0.25
+
+#: a measured interval wider than this factor end to end (``hi / lo``) confirms nothing: it cannot tell a saving
+#: of a third from one of two thirds (it still refutes a prediction outside its band)
+MAX_SPAN = 2.0
 
 
 def _now() -> str:
@@ -49,8 +72,9 @@ class Experiment(Saveable):
         planned_at, concluded_at: ISO timestamps; the plan must come before the measurement.
         measurements: saved result dicts (comparisons, load tests …), in the order added.
         verdict: the comparison's verdict (faster/slower/same/inconclusive), once concluded.
-        outcome: ``confirmed``, ``refuted`` or ``inconclusive`` — did the prediction hold?
+        outcome: ``confirmed``, ``refuted`` or ``inconclusive`` — did the prediction hold? (:func:`judge`)
         measured_ratio: the comparison's ratio, once concluded.
+        measured_ci: the interval of that ratio, once concluded: the outcome was judged by it.
         notes: anything else worth keeping.
         id: the record's file stem.
     """
@@ -66,6 +90,7 @@ class Experiment(Saveable):
     verdict: str | None = None
     outcome: str | None = None
     measured_ratio: float | None = None
+    measured_ci: tuple[float, float] | None = None
     notes: str = ""
     id: str = ""
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -108,27 +133,33 @@ class Experiment(Saveable):
             raise BadInputError(f"cannot record a {type(result).__name__}: pass a labkit result (it has to_dict())")
         return dataclasses.replace(self, measurements=(*self.measurements, result.to_dict()))
 
-    def conclude(self, comparison: Comparison, notes: str | None = None, tolerance: float = 2.0) -> Experiment:
+    def conclude(self, comparison: Comparison, notes: str | None = None) -> Experiment:
         """Record the comparison that tests the hypothesis, its verdict, and whether the prediction held.
 
-        The prediction is judged on the size of the **effect**, not on the ratio: see :func:`judge` (the
-        predicted effect ``ln(predicted_ratio)`` must lie within ``tolerance`` — a factor — of some point of the
-        measured interval's effect, on the same side of "no change"). Predicting 0.9 (a 10 % saving) and
-        measuring 0.46 (a 54 % saving) is ``refuted``; predicting 0.5 and measuring 0.46 is ``confirmed``.
-        ``inconclusive`` when the comparison could not tell; no outcome without a predicted ratio.
+        The prediction is judged by :func:`judge`: ``confirmed`` when the predicted ratio lies inside the
+        measured interval widened by :data:`NAPKIN_TOLERANCE`, ``refuted`` outside it (whatever the verdict),
+        ``inconclusive`` when the measurement cannot tell; :attr:`judgement` says it with the range. No outcome
+        without a predicted ratio.
         """
         if not isinstance(comparison, Comparison):
             raise BadInputError(
                 f"conclude() takes the labkit.compare(...) result that tests the hypothesis, got "
                 f"{type(comparison).__name__}; attach other results with add()")
-        if not tolerance >= 1:
-            raise BadInputError(f"tolerance is a factor ≥ 1 (2 means within 2× of the predicted effect), got "
-                                f"{tolerance!r}")
-        outcome = (None if self.predicted_ratio is None else
-                   judge(self.predicted_ratio, comparison.verdict, comparison.ci, comparison.min_effect, tolerance))
+        ci = (float(comparison.ci[0]), float(comparison.ci[1]))
+        outcome = None if self.predicted_ratio is None else judge(self.predicted_ratio, ci)
         out = self.add(comparison)
         return dataclasses.replace(out, verdict=comparison.verdict, outcome=outcome, measured_ratio=comparison.ratio,
-                                   concluded_at=_now(), notes=self.notes if notes is None else notes)
+                                   measured_ci=ci, concluded_at=_now(), notes=self.notes if notes is None else notes)
+
+    @property
+    def judgement(self) -> str:
+        """The outcome with the range it was judged by (``confirmed: 0.14 within 0.11–0.19``); empty until
+        concluded with a prediction. A record saved before its interval was kept says its outcome alone."""
+        if self.outcome is None or self.predicted_ratio is None:
+            return ""
+        if self.measured_ci is None:
+            return self.outcome
+        return judgement(self.predicted_ratio, self.measured_ci)
 
     def summary(self) -> str:
         """Plain text: the hypothesis, the prediction, and what happened."""
@@ -139,8 +170,9 @@ class Experiment(Saveable):
         if self.concluded_at is None:
             lines.append("  not measured yet")
         else:
-            lines.append(f"  measured: ratio {self.measured_ratio:.3g}, verdict '{self.verdict}' "
-                         f"→ prediction {self.outcome or 'not stated'}")
+            ci = "" if self.measured_ci is None else f" ({self.measured_ci[0]:.3g}–{self.measured_ci[1]:.3g})"
+            lines.append(f"  measured: ratio {self.measured_ratio:.3g}{ci}, verdict '{self.verdict}' "
+                         f"→ prediction {self.judgement or 'not stated'}")
         return "\n".join(lines)
 
     __str__ = summary
@@ -178,40 +210,90 @@ class Experiment(Saveable):
 
 
 
-def judge(predicted_ratio: float, verdict: str, ci: tuple[float, float], min_effect: float = 0.05,
-          tolerance: float = 2.0) -> str:
-    """Whether a predicted time ratio held, judged on the size of the effect with the measured interval.
+def accepted_range(ci: tuple[float, float], tolerance: float = NAPKIN_TOLERANCE) -> tuple[float, float]:
+    """The predicted ratios a measurement confirms: its interval widened by ``tolerance`` on each side, on the
+    ratio's own (multiplicative) scale — ``(lo / (1 + t), hi × (1 + t))``, so "25 % faster" and "25 % slower"
+    than the interval weigh alike. Measured 0.133–0.152 accepts 0.106–0.19."""
+    lo, hi = (float(r) for r in ci)
+    return lo / (1 + tolerance), hi * (1 + tolerance)
 
-    The effect of a change is ``ln(ratio)``: 0 is no change, ``ln 0.5`` twice as fast, ``ln 2`` twice as slow
-    (a log scale treats "2× faster" and "2× slower" alike, and a 10 % saving as a tenth of a 2× one, not as
-    "within 2× of the ratio"). The rule, in order:
 
-    * ``inconclusive`` when the verdict is (the measurement cannot judge anything);
-    * a measured ``same`` (the interval within ±``min_effect`` of 1) confirms a prediction of no change
-      (``predicted_ratio`` within ``1 ± min_effect``) and refutes any other;
-    * ``refuted`` when the verdict goes the other way than the prediction (or the prediction said "no change");
-    * otherwise ``confirmed`` when the predicted effect's size ``|ln p|`` lies within ``tolerance`` (a factor)
-      of the measured interval's: ``|ln hi| / tolerance ≤ |ln p| ≤ |ln lo| × tolerance`` for a speed-up
-      (the interval's ends swapped for a slow-down), else ``refuted``.
+def _usable(ci: Any) -> bool:
+    try:
+        lo, hi = (float(r) for r in ci)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi
 
-    Examples at ``tolerance=2``: measured 0.46 (interval 0.43–0.49): predicted 0.5 is confirmed (|ln 0.5| = 0.69
-    lies in 0.36–1.69); predicted 0.9 is refuted (|ln 0.9| = 0.11, a fifth of the effect measured).
+
+def judge(predicted_ratio: float, ci: tuple[float, float] | None, tolerance: float = NAPKIN_TOLERANCE) -> str:
+    """Whether a predicted time ratio held: the measured interval, widened by the napkin tolerance, decides.
+
+    The rule (the module's docstring says why), with ``band`` = :func:`accepted_range` ``(ci, tolerance)``:
+
+    * ``inconclusive`` when there is no measured interval to judge by (None, not finite, not > 0);
+    * ``refuted`` when the prediction lies outside the band — whatever the comparison's verdict: an
+      inconclusive comparison whose interval excludes the prediction by more than the tolerance refutes it;
+    * ``confirmed`` when it lies inside the band and the interval is narrow enough to tell: ``hi / lo`` at most
+      :data:`MAX_SPAN` (2);
+    * ``inconclusive`` when it lies inside the band of an interval wider than that: such a measurement would
+      "confirm" a third saved and two thirds saved alike (0.3–0.7 accepts 0.24–0.88) — measure longer.
+
+    Examples at the product's tolerance (25 %): measured 0.133–0.152 accepts 0.106–0.19: 0.16 is confirmed,
+    0.02 and 0.38 are refuted; measured 0.992–1.139 (an inconclusive comparison) refutes 0.5.
 
     Args:
         predicted_ratio: candidate / baseline time predicted (> 0).
-        verdict, ci, min_effect: the comparison's verdict, the interval of its ratio and its "same" band.
-        tolerance: how far (a factor, ≥ 1) the predicted effect's size may be from the measured one's.
+        ci: the measured interval of that ratio (a comparison's ``ci``), or None.
+        tolerance: the napkin tolerance, a fraction of the ratio (the product's is :data:`NAPKIN_TOLERANCE`).
     """
-    if verdict == "inconclusive":
-        return "inconclusive"
+    if not 0 <= tolerance < 1:
+        raise BadInputError(f"tolerance is a fraction of the ratio between 0 and 1 (0.25 = ±25 %), got "
+                            f"{tolerance!r}")
     p = float(predicted_ratio)
-    predicts_same = 1 / (1 + min_effect) <= p <= 1 + min_effect
-    if verdict == "same":
-        return "confirmed" if predicts_same else "refuted"
-    if predicts_same or (verdict == "faster") != (p < 1):
+    if not (math.isfinite(p) and p > 0):
+        raise BadInputError(f"predicted_ratio is candidate/baseline time and must be > 0, got {predicted_ratio!r}")
+    if ci is None or not _usable(ci):
+        return "inconclusive"
+    lo, hi = (float(r) for r in ci)
+    low, high = accepted_range((lo, hi), tolerance)
+    if not low <= p <= high:
         return "refuted"
-    near, far = sorted(abs(math.log(max(r, 1e-300))) for r in ci)  # the interval's effect sizes (it excludes 1 here)
-    return "confirmed" if near / tolerance <= abs(math.log(p)) <= far * tolerance else "refuted"
+    return "confirmed" if hi / lo <= MAX_SPAN else "inconclusive"
+
+
+def _fmt(x: float, d: int) -> str:
+    return f"{x:.{d + (x >= 1)}g}"  # 0.11, 1.42, 12.8: two decimals' worth around 1
+
+
+def _range(p: float, low: float, high: float, inside: bool) -> str:
+    """The band printed with the fewest digits (2 to 4 significant) that still say what was decided about p."""
+    for d in (2, 3, 4):
+        a, b = _fmt(low, d), _fmt(high, d)
+        if (float(a) <= p <= float(b)) == inside:
+            break
+    return f"{a}–{b}"
+
+
+def judgement(predicted_ratio: float | None, ci: tuple[float, float] | None,
+              tolerance: float = NAPKIN_TOLERANCE) -> str:
+    """The outcome (:func:`judge`) in one line with the range it was judged by: ``confirmed: 0.14 within
+    0.11–0.19``, ``refuted: 0.5 outside 0.79–1.4``, ``inconclusive: …`` saying why the measurement could not
+    tell. An empty string without a prediction."""
+    if predicted_ratio is None:
+        return ""
+    p = float(predicted_ratio)
+    outcome = judge(p, ci, tolerance)
+    if ci is None or not _usable(ci):
+        return f"{outcome}: {p:g}, with no measured interval to judge it by"
+    lo, hi = (float(r) for r in ci)
+    low, high = accepted_range((lo, hi), tolerance)
+    inside = low <= p <= high
+    band = _range(p, low, high, inside)
+    if outcome == "inconclusive":
+        return (f"inconclusive: {p:g} within {band}, but the measured interval {lo:.3g}–{hi:.3g} is too wide to "
+                f"tell (it spans more than {MAX_SPAN:g}× from end to end): measure longer")
+    return f"{outcome}: {p:g} {'within' if inside else 'outside'} {band}"
 
 
 def experiments(folder: str | os.PathLike[str] | None = None) -> Any:

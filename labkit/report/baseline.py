@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError, ResultsError
+from labkit.learner.record import judge, judgement
 from labkit.results import read_json
 
 __all__ = ["Concluded", "Change", "concluded_in", "diff", "STATUSES"]
@@ -33,7 +34,9 @@ class Concluded:
     """What one experiment record says: the prediction, and (once concluded) the ratio with its interval.
 
     Attributes:
-        title, hypothesis, predicted_ratio, verdict, outcome: as in :class:`labkit.Experiment`.
+        title, hypothesis, predicted_ratio, verdict: as in :class:`labkit.Experiment`.
+        outcome: the prediction judged against ``ci`` by :func:`labkit.learner.record.judge` (today's rule, even
+            for a record concluded under an older one); the record's own outcome when there is no interval.
         ratio: the concluding comparison's candidate/baseline ratio of medians (None until concluded).
         ci: its interval (None until concluded), at the level ``confidence`` (0.95 for a fixed design; higher
             when ``compare`` looked several times, see :mod:`labkit.measure.comparison`).
@@ -71,9 +74,20 @@ class Concluded:
                 confidence = float(m.get("confidence") or 0.95)
                 warnings = tuple(str(w) for w in m.get("warnings") or ())
                 break
-        return cls(str(record.get("title", "")), str(record.get("hypothesis", "")), record.get("predicted_ratio"),
-                   ratio, ci, record.get("verdict"), record.get("outcome"), min_effect,
+        predicted, outcome = record.get("predicted_ratio"), record.get("outcome")
+        if predicted is not None and ci is not None:  # judged by today's rule: an old record reads like a new one
+            outcome = judge(predicted, ci)
+        return cls(str(record.get("title", "")), str(record.get("hypothesis", "")), predicted,
+                   ratio, ci, record.get("verdict"), outcome, min_effect,
                    record.get("concluded_at"), path, confidence, warnings)
+
+    @property
+    def judgement(self) -> str:
+        """The outcome with the range it was judged by (:func:`labkit.learner.record.judgement`), or the
+        outcome alone without an interval; empty without a prediction."""
+        if self.predicted_ratio is None or self.outcome is None:
+            return ""
+        return judgement(self.predicted_ratio, self.ci) if self.ci is not None else self.outcome
 
     @property
     def measured(self) -> bool:

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from labkit.learner.record import NAPKIN_TOLERANCE
 from labkit.report.baseline import Change, Concluded
 
 __all__ = ["top", "decision_block", "answer", "experiments_table", "baseline_banner", "environment_table",
@@ -80,17 +81,26 @@ def experiments_table(experiments: Sequence[Concluded], changes: Sequence[Change
     for e in experiments:
         cells = [td(f"<b>{escape(e.title)}</b>"), td(_folded(e.hypothesis)),
                  td(_num(e.predicted_ratio), True), td(_num(e.ratio), True), td(_ci(e), True),
-                 td(_tag(e.verdict or ("not measured" if not e.measured else None))), td(_tag(e.outcome))]
+                 td(_tag(e.verdict or ("not measured" if not e.measured else None))), td(_judged(e))]
         if changes is not None:
             ch = by_title.get(e.title)
             then = ch.then if ch else None
             cells += [td(f"{_num(then.ratio if then else None)} [{_ci(then)}]", True), td(_tag(ch.status if ch else None))]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     note = ("<p class='labkit-kicker'>ratio = candidate time / baseline time, measured interleaved in this run "
-            "(below 1: the candidate is faster). Outcome: did the verdict go the predicted way, within 2× of the "
-            "predicted ratio?</p>")
+            "(below 1: the candidate is faster). Outcome: <i>confirmed</i> when the predicted ratio lies inside the "
+            f"measured interval widened by the napkin tolerance (±{NAPKIN_TOLERANCE:.0%} of the ratio: the range "
+            "shown), <i>refuted</i> outside it whatever the verdict, <i>inconclusive</i> when the measurement cannot "
+            "tell (no interval, or one too wide).</p>")
     return (note + "<div class='labkit-scroll'><table class='labkit-experiments'><tr>"
             + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table></div>")
+
+
+def _judged(e: Concluded) -> str:
+    """The outcome word, coloured, then the range it was judged by."""
+    line = e.judgement
+    word, _, rest = line.partition(": ")
+    return _tag(e.outcome) + (f": {escape(rest)}" if rest and word == e.outcome else "")
 
 
 def _folded(text: str, width: int = 60) -> str:
@@ -112,7 +122,7 @@ def answer(e: Concluded) -> str:
             "same": "no difference that matters (within the threshold)",
             "inconclusive": "no answer: too noisy to tell"}.get(e.verdict or "", escape(str(e.verdict)))
     pred = "" if e.predicted_ratio is None else f"; predicted {e.predicted_ratio:.3g}"
-    outcome = f" — {_tag(e.outcome)}" if e.outcome else ""
+    outcome = f" — {_judged(e)}" if e.outcome else ""
     return f"{_tag(e.verdict)} <b>{escape(e.title)}</b>: {said} ({stats}{pred}){outcome}"
 
 

@@ -135,7 +135,7 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
     Raises:
         BadInputError: a folder given does not exist or is not a folder (one bad *file* never raises).
     """
-    from labkit.learner.record import Experiment
+    from labkit.learner.record import Experiment, judge
     from labkit.results import read_json
 
     entries: list[Entry] = []
@@ -156,9 +156,12 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
             except (ResultsError, TypeError, ValueError, AttributeError) as e:
                 skipped.append((str(path), str(e).replace(f"{path}: ", "").replace(f"{path} ", "")))
                 continue
+            outcome = exp.outcome  # judged by today's rule when the interval is known (an old record too)
+            if exp.predicted_ratio is not None and ci is not None and len(ci) == 2:
+                outcome = judge(exp.predicted_ratio, ci)  # type: ignore[arg-type]
             last = _last_comparison(exp)
             entries.append(Entry(_learner(folder, path), exp.title, str(path), exp.predicted_ratio,
-                                 exp.measured_ratio, ci, exp.verdict, exp.outcome, noise, why,  # type: ignore[arg-type]
+                                 exp.measured_ratio, ci, exp.verdict, outcome, noise, why,  # type: ignore[arg-type]
                                  float(last.get("confidence") or 0.95),
                                  str((last.get("fingerprint") or exp.fingerprint or {}).get("cpu_model") or "")))
     entries.sort(key=lambda e: (e.title, e.learner))
