@@ -270,3 +270,52 @@ def test_no_ratio_is_given_for_resident_memory_within_a_few_pages_of_noise():
     # AND above the noise the ratio is given as before
     big = AllocComparison(side("a", 4 * RSS_NOISE_BYTES), side("b", 2 * RSS_NOISE_BYTES))
     assert big.ratio("rss_added_bytes") == 0.5 and "×0.5" in str(big)
+
+
+def _many(n):
+    return [str(i) for i in range(n)]
+
+
+def _few(n):
+    return list(range(n))
+
+
+def test_a_memory_verdict_concludes_an_experiment_and_the_report_says_so():
+    from labkit.learner.record import Experiment
+    from labkit.report.baseline import Concluded
+    from labkit.report.summary import answer
+
+    c = alloc.compare(_many, _few, 2_000, calls=5)
+    m = c.verdict("allocations")
+    assert m.verdict == "less" and m.ratio < 0.5 and m.ci[0] <= m.ratio <= m.ci[1]
+    assert "less" in str(m) and "allocations per call" in str(m)
+    exp = Experiment.plan("ints, not strings", "one str per item is one more allocation each; ints below 256 are "
+                          "cached, the rest are one allocation too, so expect about half", predicted_ratio=0.5)
+    done = exp.conclude(m)
+    assert done.verdict == "less" and done.measured_ratio == m.ratio and done.outcome in ("confirmed", "refuted")
+    line = answer(Concluded.of(done.to_dict()))
+    assert "not measured" not in line and "less allocations" in line
+    # the whole comparison is not a verdict: it says which metric to conclude on
+    with pytest.raises(BadInputError, match=r"verdict\('allocations'\)"):
+        exp.conclude(c)
+    with pytest.raises(BadInputError, match="resident memory is one reading"):
+        c.verdict("rss_added_bytes")
+
+
+_CACHE: dict[int, str] = {}
+
+
+def _refill(n):
+    # the trap of the design review: clear the cache, then fill it again — net growth is about nothing
+    _CACHE.clear()
+    for i in range(n):
+        _CACHE[i] = "x" * 100 + str(i)
+
+
+def test_retained_counts_what_a_call_leaves_alive_even_when_it_freed_as_much():
+    kept = alloc.retained(_refill, 2_000)
+    per_entry = kept.bytes / 2_000
+    assert 100 <= per_entry <= 400, per_entry                      # each entry's string is ~150 bytes
+    assert kept.top and "test_alloc.py" in kept.top[0][0]
+    fresh = alloc.retained(lambda: [bytes(1000) for _ in range(100)])
+    assert 100_000 <= fresh.bytes <= 120_000 and "KiB alive" in str(fresh)

@@ -23,6 +23,7 @@ from typing import Any
 from labkit.alloc.census import Census, census_unavailable
 from labkit.alloc.counts import METRICS, AllocationCount, AllocComparison, compare, count
 from labkit.alloc.gc_facts import InterpreterGC, interpreter_gc
+from labkit.alloc.memory import MemoryComparison, Retained, retained
 from labkit.alloc.pauses import GCPauses, PauseRecorder
 from labkit.alloc.rss import RssPeak, rss_peak
 from labkit.alloc.service_gc import (
@@ -35,7 +36,7 @@ from labkit.alloc.service_gc import (
     tracked_objects,
 )
 
-__all__ = ["count", "compare", "AllocationCount", "AllocComparison", "Census", "census_unavailable", "METRICS",
+__all__ = ["count", "compare", "AllocationCount", "AllocComparison", "MemoryComparison", "Retained", "retained", "Census", "census_unavailable", "METRICS",
            "PauseRecorder", "GCPauses", "service_pauses", "during_load", "compare_processes", "ProcessComparison",
            "tracked_objects", "overlapping", "LONG_PAUSE_MS", "interpreter_gc", "InterpreterGC", "rss_peak", "RssPeak",
            "pauses_chart", "pause_histogram_chart", "process_rounds_chart",

@@ -195,6 +195,14 @@ class AllocComparison(TextRepr, Saveable):
             return None  # a few pages either way: the reading's own noise, not a ratio worth printing
         return None if a is None or b is None or a == 0 else b / a
 
+    def verdict(self, metric: str = "allocations") -> Any:
+        """A verdict on one metric — less, more, same or inconclusive — with a bootstrap interval over the counted
+        calls: a :class:`labkit.alloc.memory.MemoryComparison`, which concludes an experiment as a timing
+        comparison does (``exp.conclude(c.verdict("bytes_allocated"))``)."""
+        from labkit.alloc.memory import memory_comparison
+
+        return memory_comparison(self, metric)
+
     @property
     def ratios(self) -> dict[str, float | None]:
         """candidate / baseline for every metric (None where it cannot be computed)."""

@@ -133,18 +133,25 @@ class Experiment(Saveable):
             raise BadInputError(f"cannot record a {type(result).__name__}: pass a labkit result (it has to_dict())")
         return dataclasses.replace(self, measurements=(*self.measurements, result.to_dict()))
 
-    def conclude(self, comparison: Comparison, notes: str | None = None) -> Experiment:
+    def conclude(self, comparison: Comparison | Any, notes: str | None = None) -> Experiment:
         """Record the comparison that tests the hypothesis, its verdict, and whether the prediction held.
+
+        A timing comparison (:func:`labkit.compare`) or a memory one
+        (:meth:`labkit.alloc.AllocComparison.verdict`: less, more, same or inconclusive) concludes it alike.
 
         The prediction is judged by :func:`judge`: ``confirmed`` when the predicted ratio lies inside the
         measured interval widened by :data:`NAPKIN_TOLERANCE`, ``refuted`` outside it (whatever the verdict),
         ``inconclusive`` when the measurement cannot tell; :attr:`judgement` says it with the range. No outcome
         without a predicted ratio.
         """
-        if not isinstance(comparison, Comparison):
+        if type(comparison).__name__ == "AllocComparison":
+            raise BadInputError("conclude() takes a verdict, and alloc.compare(...) counts every metric: conclude on "
+                                "the one the hypothesis is about, e.g. exp.conclude(c.verdict('allocations'))")
+        if not isinstance(comparison, Comparison) and getattr(comparison, "KIND", None) != "memory-comparison":
             raise BadInputError(
-                f"conclude() takes the labkit.compare(...) result that tests the hypothesis, got "
-                f"{type(comparison).__name__}; attach other results with add()")
+                f"conclude() takes the labkit.compare(...) result that tests the hypothesis (or a memory verdict, "
+                f"alloc.compare(...).verdict(metric)), got {type(comparison).__name__}; attach other results with "
+                "add()")
         ci = (float(comparison.ci[0]), float(comparison.ci[1]))
         outcome = None if self.predicted_ratio is None else judge(self.predicted_ratio, ci)
         out = self.add(comparison)

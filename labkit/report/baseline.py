@@ -59,27 +59,31 @@ class Concluded:
     confidence: float = 0.95
     #: what qualified the concluding comparison (cut short, a wide spread, a busy machine, the collector's share)
     warnings: tuple[str, ...] = ()
+    #: the memory metric a memory verdict concluded it on (``allocations`` …); empty for a timing comparison
+    metric: str = ""
 
     @classmethod
     def of(cls, record: dict[str, Any], path: str = "") -> Concluded:
         """Read an experiment record (the dict ``Experiment.to_dict()`` saves)."""
         ratio, ci, min_effect, confidence = record.get("measured_ratio"), None, 0.05, 0.95
         warnings: tuple[str, ...] = ()
+        metric = ""
         # the concluding comparison is the last one attached with the recorded ratio
         for m in reversed(record.get("measurements") or ()):
-            if m.get("kind") == "comparison" and ratio is not None and m.get("ratio") == ratio:
+            if m.get("kind") in ("comparison", "memory-comparison") and ratio is not None and m.get("ratio") == ratio:
                 lo, hi = m.get("ci") or (None, None)
                 ci = (float(lo), float(hi)) if lo is not None and hi is not None else None
                 min_effect = float(m.get("min_effect") or 0.05)
                 confidence = float(m.get("confidence") or 0.95)
                 warnings = tuple(str(w) for w in m.get("warnings") or ())
+                metric = str(m.get("metric") or "")
                 break
         predicted, outcome = record.get("predicted_ratio"), record.get("outcome")
         if predicted is not None and ci is not None:  # judged by today's rule: an old record reads like a new one
             outcome = judge(predicted, ci)
         return cls(str(record.get("title", "")), str(record.get("hypothesis", "")), predicted,
                    ratio, ci, record.get("verdict"), outcome, min_effect,
-                   record.get("concluded_at"), path, confidence, warnings)
+                   record.get("concluded_at"), path, confidence, warnings, metric)
 
     @property
     def judgement(self) -> str:

@@ -14,7 +14,7 @@ from labkit.report.baseline import Change, Concluded
 __all__ = ["top", "decision_block", "answer", "experiments_table", "baseline_banner", "environment_table",
            "parameters_table"]
 
-_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "same": "#57606a", "inconclusive": "#9a6700",
+_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "less": "#1a7f37", "more": "#cf222e", "same": "#57606a", "inconclusive": "#9a6700",
             "better": "#1a7f37", "worse": "#cf222e", "unchanged": "#57606a", "confirmed": "#1a7f37",
             "refuted": "#cf222e"}
 
@@ -119,6 +119,9 @@ def answer(e: Concluded) -> str:
     stats = f"ratio {e.ratio:.3g}, interval {_ci(e)}"
     said = {"faster": f"the candidate is {1 / e.ratio:.2f}× faster",
             "slower": f"the candidate is {e.ratio:.2f}× slower",
+            "less": f"the candidate uses {1 / e.ratio:.2f}× less {escape(e.metric.replace('_', ' ') or 'memory')}"
+                    if e.ratio > 0 else "the candidate uses none",
+            "more": f"the candidate uses {e.ratio:.2f}× more {escape(e.metric.replace('_', ' ') or 'memory')}",
             "same": "no difference that matters (within the threshold)",
             "inconclusive": "no answer: too noisy to tell"}.get(e.verdict or "", escape(str(e.verdict)))
     pred = "" if e.predicted_ratio is None else f"; predicted {e.predicted_ratio:.3g}"
