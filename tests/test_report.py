@@ -805,7 +805,8 @@ def test_new_review_kind_function_copies_the_function_template_and_an_unknown_ki
     assert not [c for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)]
     text = "\n".join(c.source for c in nb.cells)
     for part in ("**Question.**", "make_input", "Experiment.plan", "sweep_sizes", "labkit.compare", "gc=",
-                 "rss_peak", "## What would change my mind"):
+                 "rss_peak", "## What would change my mind", "processes=True", ".verdict(\"allocations\")",
+                 "for n in SIZES", "# budget:"):
         assert part in text, part
 
 
@@ -818,11 +819,17 @@ def test_the_function_template_runs_as_is_and_its_page_leads_with_the_decision(t
     assert main(["report", "parsers.ipynb", "--quick", "--no-progress"]) == 0, capsys.readouterr().err
     [folder] = (tmp_path / "results" / "reports").glob("parsers-*/")
     run = ReportRun.find(folder)
-    [c] = concluded_in(folder)
-    assert c.measured and c.verdict in ("faster", "slower", "same", "inconclusive")
+    # the review's three experiments: in this kernel, in fresh processes, and on memory — each concluded
+    found = {c.title: c for c in concluded_in(folder)}
+    assert set(found) == {"split instead of csv.reader, 5,000 rows", "split instead of csv.reader, 5,000 rows, "
+                          "fresh processes", "split instead of csv.reader, 5,000 rows, allocations"}
+    assert all(c.measured for c in found.values())
+    assert found["split instead of csv.reader, 5,000 rows, allocations"].verdict in ("less", "more", "same",
+                                                                                      "inconclusive")
     html = Path(run.html).read_text()
     decision = html[html.index("<h2>Decision</h2>"):html.index("<h2>Experiments")]
     assert "Should it" in decision and "split instead of csv.reader, 5,000 rows" in decision
+    assert "not measured" not in decision
     assert "quoted fields" in decision and external_resources(html) == []
 
 
