@@ -73,7 +73,7 @@ class NotebookRun:
 
 
 class NotebookRuns:
-    """Each notebook runs at most once per session, on first request, whichever test asks first (LABS.md: at
+    """Each notebook runs at most once per session, on first request, whichever test asks first (docs/labs.md: at
     most two executions per lab per suite run; this is one of them)."""
 
     def __init__(self, work: Path) -> None:

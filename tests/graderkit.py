@@ -1,4 +1,4 @@
-"""The test kit for exercise graders (LABS.md): a grader must pass the reference and fail everything else.
+"""The test kit for exercise graders (docs/labs.md): a grader must pass the reference and fail everything else.
 
     from graderkit import assert_grader, standard_cheats
 

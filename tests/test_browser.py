@@ -388,7 +388,7 @@ def test_report_opens_offline_with_every_chart_drawn(template_report, chromium, 
 
 
 def test_every_lab_is_opened_in_the_browser_by_some_test():
-    # a new lab gets a row in CHARTS (and, with a panel, in PANELS and a test of its own): LABS.md asks every
+    # a new lab gets a row in CHARTS (and, with a panel, in PANELS and a test of its own): docs/labs.md asks every
     # lab to be opened in a real browser, every chart drawn
     missing = [p.name for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if p.name not in CHARTS]
     assert not missing, f"labs no browser test opens: {missing} (add them to CHARTS in tests/test_browser.py)"

@@ -17,7 +17,7 @@ def test_csv_schema():
     assert raw["source"].notna().all() and raw["operation"].notna().all()
     dated = raw["year"].notna()
     assert raw.loc[dated, "year"].between(1990, 2100).all()
-    # only the seed articles are undated (seeds/FACTS.md: they carry no date), and they say so
+    # only the seed articles are undated (docs/references.md: they carry no date), and they say so
     assert raw.loc[~dated, "source"].str.startswith("seed ").all()
     assert raw.loc[~dated, "note"].str.contains("undated").all()
 

@@ -1,7 +1,7 @@
 """Every notebook runs top to bottom with ``QUICK = True`` (papermill), within its time budget, and is committed clean.
 
 The budget (tests/README.md): each lab's QUICK run ≤ 90 s on a 2-core machine, each lab executed at most twice
-per suite run, the whole suite ≤ 10 minutes (LABS.md). The run is made once per session by ``notebook_runs``
+per suite run, the whole suite ≤ 10 minutes (docs/labs.md). The run is made once per session by ``notebook_runs``
 (conftest.py) and shared: this module checks it and renders its report from it (``labkit report``, issue 16),
 test_browser.py opens it in JupyterLab — neither executes the lab again. A notebook not registered in BUDGET_S
 fails the suite — every lab must be tested. The slowest runs are printed at the end of the session (see

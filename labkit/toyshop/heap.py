@@ -4,7 +4,7 @@ A real service holds data that lives as long as the process and is *refreshed* n
 a price list, a stock table loaded every few seconds. Each reload builds a new copy beside the old one and
 swaps it in: a heap's worth of new objects that all survive, which is what makes CPython's collector run
 full (oldest-generation) collections, each traversing every tracked object of the process. Seed 000 met the
-same thing on the JVM (``../shared/seeds/FACTS.md``, S000-62: a periodic bulk load into the heap caused
+same thing on the JVM (``docs/references.md``, S000-62: a periodic bulk load into the heap caused
 full-GC spikes in the P99; moving that data off-heap removed them).
 
 * ``none``: no snapshot (every other lab's service).

@@ -1,6 +1,6 @@
 """Every exercise grader against its reference, the baseline, the cheats and a wrong answer, 10 times each.
 
-LABS.md's contract: the reference passes and every other case fails, **10 times in 10** on a busy 2-core
+docs/labs.md's contract: the reference passes and every other case fails, **10 times in 10** on a busy 2-core
 machine. The suite (tests/test_lab*.py) runs each case once; this runs them ``--times`` times and prints the
 tallies, one line per lab and case, with the wall time of a grading.
 
