@@ -103,3 +103,41 @@ def test_openapi_lists_every_switch_with_its_values():
         for name, values in REQUEST_SWITCHES.items():
             assert params[name]["schema"]["enum"] == list(values), (path, name)
             assert SWITCHES[name].does in params[name]["description"]
+
+
+def _reads() -> dict[str, set[str]]:
+    """Which module of labkit/toyshop reads each switch: a string constant equal to the switch's name used as a
+    subscript key (``sw["n1"]``, ``settings["pool"]``) or as the first argument of ``check_variant`` or ``.get``
+    (``check_variant("layout", layout)``, ``variants.get("gc")``) — every way the service reads a switch's value
+    today. switches.py (the table itself) and the generated protobuf module are left out."""
+    import ast
+
+    names, found = set(SWITCHES), {}
+    base = ROOT / "labkit" / "toyshop"
+    for path in sorted(base.rglob("*.py")):
+        if path.name == "switches.py" or "proto" in path.parts:
+            continue
+        module = ".".join(path.relative_to(base).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            key = None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key = node.slice.value
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                f = node.func
+                if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in ("check_variant", "get"):
+                    key = node.args[0].value
+            if isinstance(key, str) and key in names:
+                found.setdefault(key, set()).add(module)
+    return found
+
+
+def test_each_switch_names_the_modules_that_read_it_and_no_other_module_does():
+    reads = _reads()
+    for s in TABLE:
+        # THEN every module the row names reads the switch, and no module it does not name does
+        assert s.acts_in, f"switch {s.name!r} names no module that reads it (acts_in=)"
+        assert set(s.acts_in) == reads.get(s.name, set()), (
+            f"switch {s.name!r}: its row says it is read in {sorted(s.acts_in)}, the code reads it in "
+            f"{sorted(reads.get(s.name, set()))}: correct acts_in in labkit/toyshop/switches.py")
+        for module in s.acts_in:
+            assert (ROOT / "labkit" / "toyshop" / f"{module.replace('.', '/')}.py").is_file(), module

@@ -48,12 +48,8 @@ The process switches ``gc`` and ``heap`` change the process: ``gc=threshold|tune
 :data:`~labkit.toyshop.state.FREEZE_AFTER` answered requests, and ``heap=objects|flat`` keeps a snapshot
 reloaded in the background (:mod:`labkit.toyshop.heap`); ``/health`` reports both.
 
-How each switch changes a request: ``cache=local`` answers product details from
-:class:`labkit.toyshop.productcache.ProductCache`, ``log=sync|queued`` writes through
-:mod:`labkit.toyshop.reqlog`, ``hop=inline`` is :meth:`labkit.toyshop.state.Service.with_catalog`, ``stats`` is
-tallied in :meth:`~labkit.toyshop.state.Service.blocking`'s job by :mod:`labkit.toyshop.tally` (adding
-``lock;dur=<wait ms>;count=<acquisitions>`` to Server-Timing), ``loop`` is the ``/recommendations`` endpoint's;
-the rest pick a kernel of :mod:`labkit.toyshop.export` or :mod:`labkit.toyshop.core`.
+Where each switch acts — which modules read it — is its row's ``acts_in`` in :mod:`labkit.toyshop.switches`
+(shown in ``docs/switches.md``; a test holds it to the code).
 """
 
 from __future__ import annotations

@@ -44,6 +44,8 @@ class Switch:
         default: an integer switch's default (a choice switch's is its first value).
         hint: what an error about a bad value adds (the integer switches' rules of thumb).
         core: the performance core reads it (:data:`labkit.toyshop.core.VARIANTS`).
+        acts_in: the modules of ``labkit.toyshop`` that read its value (``"pipeline"``, ``"core.pricing"``), where
+            the switch changes what the service does; ``tests/test_switches.py`` holds the list to the code.
     """
 
     name: str
@@ -55,6 +57,7 @@ class Switch:
     default: str | int = ""
     hint: str = ""
     core: bool = False
+    acts_in: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.values and self.range is None:
@@ -104,60 +107,79 @@ _R, _P = "request", "process"
 #: every switch, in the order responses list them (``X-Variant``, ``/health``).
 TABLE: tuple[Switch, ...] = (
     Switch("n1", _R, "02_nplusone", "N+1 queries and catalog calls (naive) vs batched IN (...) vs one JOIN",
-           ("naive", "batched", "join")),
+           ("naive", "batched", "join"),
+           acts_in=("app",)),
     Switch("io", _R, "02_nplusone", "catalog batches one after another vs fanned out on threads (batched and "
-                                    "join exports, orders; naive stays one call at a time)", ("serial", "concurrent")),
+                                    "join exports, orders; naive stays one call at a time)", ("serial", "concurrent"),
+           acts_in=("state",)),
     Switch("layout", _R, "04_data_layout", "quote pricing over per-line dicts vs NumPy columns", ("aos", "soa"),
-           core=True),
+           core=True,
+           acts_in=("app", "core.pricing")),
     Switch("buffers", _R, "03_preallocation", "fresh containers per call vs reused per-thread buffers; pooled "
                                              "(statements only): a shared pool with a deliberate stale-state bug",
-           ("grow", "prealloc", "pooled"), core=True),
+           ("grow", "prealloc", "pooled"), core=True,
+           acts_in=("app", "core.pricing", "statement")),
     Switch("codec", _R, "05_serialization", "the encoder (the format comes from the Accept header; protobuf: "
                                             "export and order only)",
-           ("json", "orjson", "msgspec", "msgpack", "protobuf"), core=True),
+           ("json", "orjson", "msgspec", "msgpack", "protobuf"), core=True,
+           acts_in=("pipeline",)),
     Switch("compress", _R, "05_serialization", "asks for a response compression (Content-Encoding), sent only "
                                                "if the request's Accept-Encoding accepts it, else identity "
-                                               "(X-Variant says which)", ("none", "gzip", "zstd"), core=True),
+                                               "(X-Variant says which)", ("none", "gzip", "zstd"), core=True,
+           acts_in=("pipeline",)),
     Switch("fields", _R, "05_serialization", "every product field per item (32) vs the 8 a client shows",
-           ("full", "trimmed"), core=True),
+           ("full", "trimmed"), core=True,
+           acts_in=("app", "core.encoding")),
     Switch("cache", _R, "08_capstone", "config lookups and product details every time from SQLite and the "
-                                       "catalog vs in-process caches", ("none", "local"), core=True),
+                                       "catalog vs in-process caches", ("none", "local"), core=True,
+           acts_in=("app", "core.cache", "state")),
     Switch("log", _R, "08_capstone", "access log: none (keeps other labs' measurements unchanged) / written on "
-                                     "the request path / queued to a listener thread", ("off", "sync", "queued")),
+                                     "the request path / queued to a listener thread", ("off", "sync", "queued"),
+           acts_in=("pipeline",)),
     Switch("hop", _R, "08_capstone", "SQLite work always handed to a pool thread vs run on the event loop unless "
-                                     "it needs the network (a catalog call)", ("pool", "inline")),
+                                     "it needs the network (a catalog call)", ("pool", "inline"),
+           acts_in=("app", "state")),
     Switch("stats", _R, "09_contention", "per-request statistics: none (keeps other labs' measurements "
                                          "unchanged) / under one process-wide lock held for the whole update / "
                                          "the lock held only to merge / per-thread shards merged on read / "
                                          "queued to a background thread (GET /tally)",
-           ("off", "locked", "short", "sharded", "queued")),
+           ("off", "locked", "short", "sharded", "queued"),
+           acts_in=("state",)),
     Switch("loop", _R, "09_contention", "GET /recommendations' blocking recommender call made on the event loop "
                                         "vs handed to a worker thread (GET /loop: the loop's lag)",
-           ("blocking", "thread")),
+           ("blocking", "thread"),
+           acts_in=("app",)),
     Switch("preset", _R, "08_capstone", "none: each switch as given; baseline / all: the capstone's slow "
                                         "configuration / every request-level fix (a switch given beside it wins)",
-           ("none", *PRESETS)),
+           ("none", *PRESETS),
+           acts_in=("pipeline",)),
     Switch("gc", _P, "06_gc_profiling", "default: CPython's collector as it is; frozen: gc.collect() then "
                                           "gc.freeze() once the service has answered 100 requests (after "
                                           "warm-up); threshold: only the young generation's threshold raised to "
                                           "50,000; tuned: both of those, two changes at once (lab 08)",
-           ("default", "frozen", "threshold", "tuned")),
+           ("default", "frozen", "threshold", "tuned"),
+           acts_in=("server", "state")),
     Switch("heap", _P, "06_gc_profiling", "a long-lived stock snapshot of 300,000 rows reloaded every second in "
                                           "the background: none; objects: one small list per row (containers "
                                           "the collector tracks); flat: the same rows in NumPy arrays (nothing "
-                                          "for it to traverse)", ("none", "objects", "flat")),
+                                          "for it to traverse)", ("none", "objects", "flat"),
+           acts_in=("state",)),
     Switch("pool", _P, "07_tail_latency", "threads that run the blocking SQLite work", range=(1, 1024),
-           default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work"),
+           default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work",
+           acts_in=("state",)),
     Switch("queue", _P, "07_tail_latency", "unbounded: requests wait for a pool thread however many are waiting; "
                                            "N: at most N wait, so beyond pool + N requests in flight the service "
                                            "answers 503 at once (load shedding; 0: none wait)",
            ("unbounded",), range=(0, 1_000_000), default="unbounded",
            hint="unbounded = every request waits its turn; N = answer 503 when more than pool + N requests are in "
-                "flight"),
+                "flight",
+           acts_in=("state",)),
     Switch("scribble", _P, "03_preallocation", "debug: fill released pool buffers with 0xDD (and a red zone)",
-           ("off", "on")),
+           ("off", "on"),
+           acts_in=("state",)),
     Switch("alloc", _P, "03_preallocation", "count allocator calls per request (memray) into Server-Timing alloc; "
-                                            "serves one request at a time (pool 1)", ("off", "census")),
+                                            "serves one request at a time (pool 1)", ("off", "census"),
+           acts_in=("app", "pipeline")),
 )
 SWITCHES: Mapping[str, Switch] = MappingProxyType({s.name: s for s in TABLE})
 #: per-request switches: name -> allowed values, baseline first.
@@ -202,10 +224,16 @@ def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return out
 
 
+def _read_in(s: Switch) -> str:
+    links = (f"[`{m}`](../labkit/toyshop/{m.replace('.', '/')}.py)" for m in s.acts_in)
+    return ", ".join(links)
+
+
 def reference_page() -> str:
     """``docs/switches.md``: the table for users, in Markdown."""
     rows = [f"| `{s.name}` | {' · '.join(f'`{v}`' for v in s.values) or s.choices} | `{s.default}` | {s.scope} | "
-            f"[{s.lesson}](../notebooks/{s.lesson}.ipynb) | {s.does} |" for s in TABLE]
+            f"[{s.lesson}](../notebooks/{s.lesson}.ipynb) | {s.does} | "
+            f"{_read_in(s)} |" for s in TABLE]
     presets = [f"| `{name}` | {', '.join(f'{k}={v}' for k, v in sw.items())} |" for name, sw in PRESETS.items()]
     return "\n".join([
         "# toyshop's switches",
@@ -220,8 +248,8 @@ def reference_page() -> str:
         "names the switches it was made with in its `X-Variant` header; `/health` lists the process's, and",
         "`/openapi.json` lists the request switches as every endpoint's parameters.",
         "",
-        "| switch | values | default | scope | lesson | what it does |",
-        "|---|---|---|---|---|---|",
+        "| switch | values | default | scope | lesson | what it does | read in (`labkit/toyshop/`) |",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
         "The default is the slow baseline, except `log=off` and `stats=off` (keep other labs' measurements",
