@@ -167,34 +167,40 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
     async def order(request: Request) -> Response:
         return await by_id(request, "order_id", lambda sw: order_detail, "order", "orders")
 
+    def lines_request(request: Request, ctx: dict[str, Any], most: int, for_customer: str, for_lines: str,
+                      check: Callable[[Mapping[str, str]], None] | None = None) -> tuple[Any, ...]:
+        """The head of an endpoint that takes a customer's lines or n synthetic ones: the switches (kept in ``ctx``)
+        and ``(customer_id, lines, seed)``, parsed inside the ``parse`` span, with the endpoint's own ``check``."""
+        with span("parse"):
+            sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
+            ctx["sw"] = sw
+            cid, n, seed = customer_or_lines(params, most, for_customer, for_lines)
+            if check is not None:
+                check(sw)
+        return sw, cid, n, seed
+
+    def quote_buffers(sw: Mapping[str, str]) -> None:
+        if sw["buffers"] == "pooled":
+            raise BadParam("buffers", "buffers=pooled is the statement's (/customers/{id}/statement); "
+                                      "the quote kernels take grow or prealloc")
+
     async def quote(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
-            with span("parse"):
-                sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
-                ctx["sw"] = sw
-                cid, n, seed = customer_or_lines(params, MAX_QUOTE_LINES, "price that customer's order history",
-                                                  "price n synthetic lines")
-                if sw["buffers"] == "pooled":
-                    raise BadParam("buffers", "buffers=pooled is the statement's (/customers/{id}/statement); "
-                                              "the quote kernels take grow or prealloc")
+            sw, cid, n, seed = lines_request(request, ctx, MAX_QUOTE_LINES, "price that customer's order history",
+                                             "price n synthetic lines", quote_buffers)
             rows = None
             if cid is not None:
-                rows = await svc.blocking(lambda conn: quote_rows(conn, cid), inline=sw["hop"] == "inline",
-                                          sw=sw, endpoint="quote")
+                rows = await svc.on_db(sw, lambda conn: quote_rows(conn, cid), "quote")
             with span("compute"):
                 return quote_payload(rows, n, seed, sw["layout"], sw["buffers"])
         return await svc.respond(request, h)
 
     async def statement(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
-            with span("parse"):
-                sw, params = svc.switches(request, ("customer_id", "lines", "seed"))
-                ctx["sw"] = sw
-                cid, n, seed = customer_or_lines(params, MAX_STATEMENT_LINES, "that customer's order lines",
-                                                  "a statement of n synthetic lines")
+            sw, cid, n, seed = lines_request(request, ctx, MAX_STATEMENT_LINES, "that customer's order lines",
+                                             "a statement of n synthetic lines")
             if cid is not None:
-                customer, rows = await svc.blocking(lambda conn: statement_rows(conn, cid),
-                                                    inline=sw["hop"] == "inline", sw=sw, endpoint="statement")
+                customer, rows = await svc.on_db(sw, lambda conn: statement_rows(conn, cid), "statement")
             else:
                 customer, rows = synthetic_statement(n or 0, seed)
             with span("compute"):
@@ -211,11 +217,9 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
             if sw["cache"] == "local":
                 hit, value = svc.config_cache.lookup(key)  # a hit costs no query and no thread hop
                 if not hit:
-                    value = await svc.blocking(lambda conn: svc.config_cache.get(key), inline=sw["hop"] == "inline",
-                                               sw=sw, endpoint="config")
+                    value = await svc.on_db(sw, lambda conn: svc.config_cache.get(key), "config")
             else:
-                value = await svc.blocking(lambda conn: svc._load_config(key), inline=sw["hop"] == "inline",
-                                           sw=sw, endpoint="config")
+                value = await svc.on_db(sw, lambda conn: svc._load_config(key), "config")
             if value is None:
                 raise NotFoundError(f"no config key {key!r}")
             return {"key": key, "value": value}

@@ -143,6 +143,10 @@ class Service:
                 raise BadParam(key, f"unknown parameter {key[:40]!r}; this endpoint takes {known}")
         return with_preset({k: self.settings[k] for k in REQUEST_SWITCHES}, given), params
 
+    async def on_db(self, sw: Mapping[str, str], fn: Callable[[ToyshopConnection], Any], endpoint: str) -> Any:
+        """An endpoint's SQLite work, the request's ``hop`` switch deciding where it runs (:meth:`blocking`)."""
+        return await self.blocking(fn, inline=sw["hop"] == "inline", sw=sw, endpoint=endpoint)
+
     async def blocking(self, fn: Callable[[ToyshopConnection], Any], inline: bool = False, *,
                        sw: Mapping[str, str] | None = None, endpoint: str = "") -> Any:
         """Run SQLite work on the pool (size: the ``pool`` switch), timing the queueing as ``wait`` — or, with

@@ -138,7 +138,7 @@ TABLE: tuple[Switch, ...] = (
            acts_in=("pipeline",)),
     Switch("hop", _R, "08_capstone", "SQLite work always handed to a pool thread vs run on the event loop unless "
                                      "it needs the network (a catalog call)", ("pool", "inline"),
-           acts_in=("app", "state")),
+           acts_in=("state",)),
     Switch("stats", _R, "09_contention", "per-request statistics: none (keeps other labs' measurements "
                                          "unchanged) / under one process-wide lock held for the whole update / "
                                          "the lock held only to merge / per-thread shards merged on read / "
