@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import os
 
@@ -89,7 +91,7 @@ def test_the_page_is_offline_and_shows_the_room(home, tmp_path):
 def test_the_cli_names_skipped_files_on_the_terminal(home, tmp_path, capsys):
     assert room_cli.main(["collect", str(home), "--out", str(tmp_path / "r.html")]) == 0
     out = capsys.readouterr().out
-    assert "skipped " in out and "truncated.json" in out and "5 record(s) from 3 learner(s), 7 file(s) skipped" in out
+    assert "skipped " in out and "truncated.json" in out and "5 record(s) and 0 grading(s) from 3 learner(s), 7 file(s) skipped" in out
 
 
 def test_handed_in_files_in_one_folder_belong_to_its_name(tmp_path):
@@ -129,3 +131,67 @@ def test_a_folder_that_cannot_be_listed_is_named(tmp_path, monkeypatch):
     r = room.collect(tmp_path)
     assert [e.learner for e in r.entries] == ["ada"]
     assert r.skipped == ((str(tmp_path / "bob"), "folder not readable (Permission denied): its records were not read"),)
+
+
+def _graded(home, learner, fix, experiment=True):
+    """A real grading of lab 00's exercise, recorded where the learner's results go."""
+    import pytest as _pytest
+
+    from labkit.exercises import lab00
+
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFLAB_RESULTS", str(home / learner / "results"))
+        plan = Experiment.plan("dict keeps order", "dict.fromkeys is one hash insert per item instead of a list "
+                               "scan, so it should be far faster", predicted_ratio=0.05) if experiment else None
+        return lab00.check(fix, plan, rounds=6, save=False)
+
+
+def _fast(items):
+    return list(dict.fromkeys(items))
+
+
+def _also_fast(values):
+    # the same fix, laid out and named otherwise
+    return list(
+        dict.fromkeys(values))
+
+
+def _slow(items):
+    seen = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+@pytest.mark.slow
+def test_gradings_become_a_grid_a_gradebook_and_a_gallery_anonymous_by_default(tmp_path):
+    from labkit.workshop.gradebook import COLUMNS, anonymous, gallery, gradebook_csv, grid
+
+    home = tmp_path / "home"
+    assert _graded(home, "ada_l", _slow).passed is False       # ada first fails on speed …
+    assert _graded(home, "ada_l", _fast).passed                  # … then passes: the latest shows, 2 attempts
+    assert _graded(home, "bob_r", _also_fast).passed
+    assert not _graded(home, "cy_m", _fast, experiment=False).passed  # no prediction: fails at the prediction
+    (home / "dan_w" / "results" / "gradings").mkdir(parents=True)
+    (home / "dan_w" / "results" / "gradings" / "half.json").write_text('{"kind": "grading", "version": 1, "lab"')
+    r = room.collect(home)
+    assert len(r.gradings) == 4 and any("half.json" in p for p, _ in r.skipped)  # a half-written record is named
+    # THEN the grid: passed (after 2 attempts), failed at the prediction item, not tried for dan
+    html = grid(r)
+    assert "2 attempts, the latest shown" in html and "failed at item 2 (prediction): no experiment planned" in html
+    assert "ada_l" not in html and anonymous("ada_l") in html and anonymous("ada_l") != anonymous("bob_r")
+    assert "ada_l" in grid(r, names=True)
+    # AND the gradebook has the documented columns, one row per learner and exercise
+    rows = list(csv.reader(io.StringIO(gradebook_csv(r))))
+    assert tuple(rows[0]) == COLUMNS and len(rows) == 4
+    by = {row[0]: row for row in rows[1:]}
+    assert by[anonymous("ada_l")][3] == "yes" and by[anonymous("ada_l")][8] == "2"
+    assert by[anonymous("cy_m")][3] == "no" and by[anonymous("cy_m")][5] == "prediction"
+    # AND the gallery shows the passing fixes once each, without names or paths
+    page = gallery(r)
+    assert page.count("<pre>") == 1 and "2 learners wrote this fix" in page and "× faster" in page
+    assert "ada_l" not in page and str(tmp_path) not in page
+    # AND the room page is anonymous and shows no home path
+    full = room.render(r)
+    assert str(tmp_path) not in full and "Who passed which exercise" in full and "ada_l" not in full

@@ -21,6 +21,7 @@ never fails because of one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 from collections.abc import Iterable
@@ -63,6 +64,8 @@ class Room:
 
     entries: tuple[Entry, ...]
     skipped: tuple[tuple[str, str], ...]
+    #: every grading record found: ``(learner, record)`` (:class:`labkit.grading.gradings.Grading`), oldest first
+    gradings: tuple[tuple[str, Any], ...] = ()
 
     def to_frame(self) -> Any:
         """The entries as a DataFrame, one row per record."""
@@ -135,11 +138,13 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
     Raises:
         BadInputError: a folder given does not exist or is not a folder (one bad *file* never raises).
     """
+    from labkit.grading.gradings import Grading
     from labkit.learner.record import Experiment, judge
     from labkit.results import read_json
 
     entries: list[Entry] = []
     skipped: list[tuple[str, str]] = []
+    gradings: list[tuple[str, Any]] = []
     for f in folders:
         folder = Path(f)
         if not folder.is_dir():
@@ -148,6 +153,9 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
         for path in _files(folder, skipped):
             try:
                 data = read_json(path)
+                if data.get("kind") == Grading.KIND:
+                    gradings.append((_learner(folder, path), Grading.from_dict(data)))
+                    continue
                 if data.get("kind") != Experiment.KIND:
                     raise ResultsError(f"a {data.get('kind')!r} result, not an experiment record" if "kind" in data
                                        else "JSON without a 'kind': not written by labkit")
@@ -165,7 +173,8 @@ def collect(*folders: str | os.PathLike[str]) -> Room:
                                  float(last.get("confidence") or 0.95),
                                  str((last.get("fingerprint") or exp.fingerprint or {}).get("cpu_model") or "")))
     entries.sort(key=lambda e: (e.title, e.learner))
-    return Room(tuple(entries), tuple(skipped))
+    gradings.sort(key=lambda g: (g[1].graded_at, g[0]))
+    return Room(tuple(entries), tuple(skipped), tuple(gradings))
 
 
 _COLOURS = {"throttled": "#d62728", "busy": "#ff7f0e", "wide spread": "#bcbd22", "quiet": "#2ca02c",
@@ -230,8 +239,28 @@ def _replications(room: Room) -> str:
     return "".join(parts)
 
 
-def render(room: Room, title: str = "The room's experiments") -> str:
-    """One self-contained HTML page (charts as inline SVG; nothing loaded from outside)."""
+def _shown(path: str, learners: set[str], names: bool) -> str:
+    """A file's place for the page: the last parts of its path below a learner's folder, never a home path; the
+    learner's folder under its anonymous id unless ``names``."""
+    from labkit.workshop.gradebook import anonymous
+
+    parts = Path(path).parts
+    start = next((i for i, part in enumerate(parts) if part in learners), max(0, len(parts) - 2))
+    shown = list(parts[start:])
+    if shown and not names and shown[0] in learners:
+        shown[0] = anonymous(shown[0])
+    return "/".join(shown)
+
+
+def render(room: Room, title: str = "The room's experiments", *, names: bool = False) -> str:
+    """One self-contained HTML page (charts as inline SVG; nothing loaded from outside). Learners appear under
+    anonymous ids unless ``names``; no file is shown by its home path."""
+    from labkit.workshop.gradebook import anonymous, grid
+
+    folders = {e.learner for e in room.entries} | {learner for learner, _ in room.gradings}
+    if not names:  # the page is anonymous: every learner under their id, the charts included
+        room = Room(tuple(dataclasses.replace(e, learner=anonymous(e.learner)) for e in room.entries),
+                    room.skipped, room.gradings)
     ratios, noise = _charts(room)
     by_title: dict[str, list[Entry]] = {}
     for e in room.entries:
@@ -251,7 +280,8 @@ def render(room: Room, title: str = "The room's experiments") -> str:
                      f"{escape(e.title)}</td><td>{_num(e.predicted_ratio)}</td><td>{_num(e.measured_ratio)}</td>"
                      f"<td>{escape(e.verdict or '–')}</td><td>{escape(e.outcome or '–')}</td><td>{escape(e.noise)}"
                      f"</td><td>{escape(e.why)}</td></tr>" for e in room.entries)
-    skipped = "".join(f"<li><code>{escape(p)}</code>: {escape(why)}</li>" for p, why in room.skipped)
+    skipped = "".join(f"<li><code>{escape(_shown(p, folders, names))}</code>: "
+                      f"{escape(why.replace(p, _shown(p, folders, names)))}</li>" for p, why in room.skipped)
     learners = len({e.learner for e in room.entries})
     head = ("<tr><th>experiment</th><th>records</th><th>predicted (median)</th><th>measured (median)</th>"
             "<th>measured range</th><th>median of quiet machines (n)</th><th>verdicts</th></tr>")
@@ -259,7 +289,8 @@ def render(room: Room, title: str = "The room's experiments") -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:72em}} table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}} .throttled td{{background:#fbe3e3}}
-.busy td{{background:#fdebd3}} .wide-spread td{{background:#f5f5d5}}</style></head><body>
+.busy td{{background:#fdebd3}} .wide-spread td{{background:#f5f5d5}} td.passed{{background:#e6f4ea}}
+td.failed{{background:#fbe3e3}} td.not-tried{{color:#888}}</style></head><body>
 <h1>{escape(title)}</h1>
 <p>{len(room.entries)} experiment record(s) from {learners} learner(s); {len(room.skipped)} file(s) skipped
 (listed at the end). Compare ratios, not milliseconds: machines differ, ratios travel. A learner far from the
@@ -267,6 +298,8 @@ room on a busy or throttled machine measured their neighbours.</p>
 <h2>Each experiment across the room</h2>
 <table>{head}{''.join(summary)}</table>
 {_svg(ratios) if ratios else '<p>No measured experiments yet.</p>'}
+<h2>Who passed which exercise</h2>
+{grid(room, names=names)}
 {_replications(room)}
 <h2>Noise map</h2>
 {_svg(noise)}
