@@ -10,6 +10,7 @@
 #   PERFLAB_HUB_CORES              cores learners may take, e.g. "2-63" (leave some to the hub) default 1..n-1
 #   PERFLAB_HUB_MEM_GIB            memory per learner                                         default 2
 #   PERFLAB_CULL_TIMEOUT           seconds of no activity before a server is stopped          default 3600
+#   PERFLAB_HUB_GROUP / _LEARNERS / _ADMINS  who may log in: a group, names, admins    perflab / - / -
 #   PERFLAB_HUB_IP / _PORT         where the hub listens                                      127.0.0.1:8000
 #   PERFLAB_HUB_SPAWNER            "pinned" (system users, PAM: affinity), "systemd" (cpuset:
 #                                  AllowedCPUs=, MemoryMax=; where systemd runs) or "simple"
@@ -40,6 +41,11 @@ CULL_TIMEOUT = int(os.environ.get("PERFLAB_CULL_TIMEOUT", "3600"))
 c.JupyterHub.ip = os.environ.get("PERFLAB_HUB_IP", "127.0.0.1")
 c.JupyterHub.port = int(os.environ.get("PERFLAB_HUB_PORT", "8000"))
 c.JupyterHub.hub_ip = "127.0.0.1"
+# who may log in (PAM: the node's system users): members of PERFLAB_HUB_GROUP and anyone in PERFLAB_HUB_LEARNERS;
+# PERFLAB_HUB_ADMINS (comma-separated) are admins. Without an allow list JupyterHub lets nobody in.
+c.Authenticator.allowed_users = set(filter(None, os.environ.get("PERFLAB_HUB_LEARNERS", "").split(",")))
+c.Authenticator.admin_users = set(filter(None, os.environ.get("PERFLAB_HUB_ADMINS", "").split(",")))
+c.PAMAuthenticator.allowed_groups = {os.environ.get("PERFLAB_HUB_GROUP", "perflab")}
 
 # --- exclusive cores, no quota -----------------------------------------------------------------------------
 SPAWNERS = {"pinned": "pinned.PinnedSpawner", "simple": "pinned.PinnedSimpleSpawner",
