@@ -219,7 +219,7 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
         assert len(a_cores) == len(b_cores) == 1 and set(a_cores).isdisjoint(b_cores)
         assert set(a_cores) | set(b_cores) == set(hub["cores"])
         for user in ("ada", "bob"):
-            records = list((tmp / "home" / user / "results").glob("*.json"))
+            records = list((tmp / "home" / user / "perflab" / "results").glob("*.json"))  # PERFLAB_HOME
             assert len(records) == 1, f"{user}: {records}"
         from labkit.workshop import room
 

@@ -60,7 +60,12 @@ c.Spawner.http_timeout = 60
 # and the culler stops a server only after CULL_TIMEOUT seconds of none. The server itself culls nothing.
 c.Spawner.environment = {
     "PERFLAB_CULL_TIMEOUT": str(CULL_TIMEOUT),  # read by `labkit doctor --hub`
-    "PERFLAB_RESULTS": "results",  # experiment records land in the learner's home: `labkit room collect /home`
+    # everything labkit writes (records, a dataset built for them, locks, caches) goes to the learner's own
+    # folder, beside their copy of the labs; the shared install stays read-only (labkit/paths.py)
+    "PERFLAB_HOME": "~/perflab",  # records in ~/perflab/results: `labkit room collect /home`
+    # the venv first, and none of the hub's own PATH (a login shell's PATH: /etc/profile.d/perflab.sh, written
+    # by `labkit workshop init`)
+    "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
     "JUPYTERHUB_ACTIVITY_INTERVAL": os.environ.get("PERFLAB_HUB_ACTIVITY_INTERVAL", "60"),
 }
 c.Spawner.args = ["--ServerApp.shutdown_no_activity_timeout=0", "--MappingKernelManager.cull_idle_timeout=0"]
