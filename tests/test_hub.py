@@ -209,6 +209,18 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
         await _http("POST", f"{base}/hub/api/users", {"usernames": ["ada", "bob"]})
         await asyncio.gather(_server(base, "ada"), _server(base, "bob"))
         ada, bob = await asyncio.gather(Kernel(base, "ada").open(), Kernel(base, "bob").open())
+        # AND a third learner on the now full node is told so (the spawner's message, not a 500)
+        from tornado.httpclient import HTTPClientError
+
+        await _http("POST", f"{base}/hub/api/users", {"usernames": ["cy"]})
+        with pytest.raises(HTTPClientError) as full:
+            await _http("POST", f"{base}/hub/api/users/cy/server")
+        assert full.value.code == 503, full.value
+        said = json.loads(full.value.response.body)["message"]
+        assert said.startswith("All 2 seats on this node are taken") and "Ask the workshop's organiser" in said
+        log = hub["log"].read_text()
+        assert "perflab: 1 core(s) per learner from cores" in log and "room for 2 learner(s) at once" in log
+        assert "Traceback" not in log, log[-3000:]
 
         # WHEN both measure at the same time
         (a_out, a_err), (b_out, b_err) = await asyncio.gather(ada.run(MEASURE), bob.run(MEASURE))

@@ -244,3 +244,33 @@ def _setup_warns(tmp_path, blocked_for_others, main, capsys):
     # AND a venv everyone can enter passes quietly
     private.chmod(0o755)
     assert main([str(venv)]) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_full_node_tells_the_learner_the_seats_are_taken_and_whom_to_ask():
+    from jupyterhub.utils import format_exception
+    from tornado import web
+
+    # GIVEN a node whose two seats are held
+    taken = {"ada": (0,), "bob": (1,)}
+    # WHEN a third learner asks for one
+    with pytest.raises(pinned.NoFreeCores) as info:
+        pinned.allocate(taken, [0, 1], 1, "cy", contact="Grace (room 2)")
+    e = info.value
+    # THEN JupyterHub gets an HTTP error with a message for the learner (its page shows it, not a 500) …
+    assert isinstance(e, web.HTTPError) and e.status_code == 503
+    assert format_exception(e, only_jupyterhub=True)[0] == (
+        "All 2 seats on this node are taken: every learner gets cores of their own, and all of them are in use. "
+        "Ask Grace (room 2) for a seat, or try again when someone stops their server.")
+    # … and the organiser's log line names who holds them and what to change
+    assert str(e).startswith("cy: all 2 blocks of 1 core(s) on cores 0-1 are held by running servers (ada, bob)")
+
+
+def test_a_pool_smaller_than_one_seat_is_not_called_full():
+    with pytest.raises(pinned.NoFreeCores) as info:
+        pinned.allocate({}, [1], 2, "ada")
+    assert "no seat at all: the pool (cores 1-1, 1 core(s)) is smaller than one learner's 2" in str(info.value)
+    assert info.value.jupyterhub_message.startswith("This hub has no seats set up yet")
+    assert "held by running servers" not in str(info.value)
+    assert pinned.capacity_line([1], 2).startswith("perflab: 2 core(s) per learner from cores 1-1: room for 0 "
+                                                  "learner(s) at once — no learner can start a server")
+    assert pinned.capacity_line(range(1, 9), 2).endswith("room for 4 learner(s) at once")
