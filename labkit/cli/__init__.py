@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("labkit.cli.latency", "measure the latency-numbers table on this machine"),
     "report": ("labkit.cli.report", "run a notebook and write one self-contained HTML report of it"),
     "new-review": ("labkit.cli.new_review", "start a design-review notebook from the template"),
+    "workshop": ("labkit.cli.workshop", "the organiser's commands for one node: init, add-learners, check"),
     "room": ("labkit.cli.room", "collect the learners' experiment records into one offline page for the instructor"),
 }
 
