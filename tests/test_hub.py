@@ -246,7 +246,7 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
             assert "[ok  ] cpu quota: no CFS quota" in out
             assert f"[WARN] pinned cores: pinned to cores {cores[0]} (1 of the node's" in out
             assert "[ok  ] CPU_LIMIT: not set" in out and "[ok  ] CPU_GUARANTEE: 1 core(s)" in out
-            assert "[ok  ] MEM_LIMIT: 2.0 GiB per learner" in out
+            assert "[WARN] MEM_LIMIT: 2.0 GiB per learner, stated but not enforced" in out  # no memory cap here
             assert f"[WARN] culler: idle servers are culled after {CULL_S} s" in out
             assert "Traceback" not in out and "the check itself failed" not in out
             assert out.strip().splitlines()[-1] in ("doctor exit 0", "doctor exit 1")
