@@ -204,10 +204,12 @@ def test_a_dataset_the_organiser_built_is_used_read_only_by_a_learner(learner):
     shared.chmod(0o755)
     before = sorted(shared.iterdir())
     # WHEN a learner's process asks for the dataset
-    out = run("from labkit.toyshop import dataset; print(dataset.ensure('small'))", LABKIT_DATA_DIR=str(shared))
-    # THEN it gets the organiser's file, nothing is written in the shared folder, and nothing was built
+    out = run("from labkit.toyshop import dataset, db; print(dataset.ensure('small'))\n"
+              "print(db.connect().execute('SELECT COUNT(*) FROM customers').fetchone()[0])",  # what lab 02 does
+              LABKIT_DATA_DIR=str(shared))
+    # THEN it gets the organiser's file and can query it, nothing is written in the shared folder, nothing built
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(built)
+    assert out.stdout.split() == [str(built), str(dataset.SIZES["small"][0])]
     assert sorted(shared.iterdir()) == before and "building" not in out.stderr
 
 
