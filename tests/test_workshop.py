@@ -262,7 +262,7 @@ def test_a_full_node_tells_the_learner_the_seats_are_taken_and_whom_to_ask():
         "All 2 seats on this node are taken: every learner gets cores of their own, and all of them are in use. "
         "Ask Grace (room 2) for a seat, or try again when someone stops their server.")
     # … and the organiser's log line names who holds them and what to change
-    assert str(e).startswith("cy: all 2 blocks of 1 core(s) on cores 0-1 are held by running servers (ada, bob)")
+    assert str(e).startswith("all 2 blocks of 1 core(s) on cores 0-1 are held by running servers (ada, bob)")
 
 
 def test_a_pool_smaller_than_one_seat_is_not_called_full():

@@ -84,13 +84,13 @@ def allocate(taken: dict[str, tuple[int, ...]], pool: Iterable[int], n: int, use
     fits = capacity(cores, n)
     if not fits:
         raise NoFreeCores(
-            f"{user}: no seat at all: the pool (cores {_span(cores)}, {len(cores)} core(s)) is smaller than one "
+            f"no seat at all: the pool (cores {_span(cores)}, {len(cores)} core(s)) is smaller than one "
             f"learner's {n} core(s). Give the pool more cores (PERFLAB_HUB_CORES) or lower "
             "PERFLAB_HUB_CORES_PER_LEARNER (QUICK labs run on 1)",
             f"This hub has no seats set up yet: it cannot give anyone the {n} core(s) a learner gets. "
             f"Please tell {contact}.")
     raise NoFreeCores(
-        f"{user}: all {fits} blocks of {n} core(s) on cores {_span(cores)} are held by running servers "
+        f"all {fits} blocks of {n} core(s) on cores {_span(cores)} are held by running servers "
         f"({', '.join(sorted(taken))}): {fits} learners at once is this node's capacity. Stop an idle server, or "
         "lower cores_per_learner (QUICK labs run on 1), or add a node (docs/workshop.md, capacity)",
         f"All {fits} seats on this node are taken: every learner gets cores of their own, and all of them are in "
