@@ -36,6 +36,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@$(BIN)/python -m labkit.workshop.sharing $(VENV)  # warns when a hub's learners could not run this venv
 	touch $(STAMP)
 
 benchmarks: $(STAMP)

@@ -82,7 +82,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Pat
     except OSError as e:
         raise ResultsError(
             f"cannot write results to {target.parent}: {e.strerror or e}. Choose a writable folder "
-            "(pass folder=… or set PERFLAB_RESULTS=/some/writable/dir)") from e
+            "(pass folder=… or set PERFLAB_RESULTS=/some/writable/dir; on a hub, PERFLAB_HOME=~/perflab)") from e
     try:
         umask_mode(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -126,8 +126,15 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str
 
 
 def results_dir() -> Path:
-    """The default results folder: ``$PERFLAB_RESULTS``, else ``results/`` in the current folder."""
-    return Path(os.environ.get("PERFLAB_RESULTS", "results"))
+    """The default results folder: ``$PERFLAB_RESULTS`` (``~`` expanded), else ``$PERFLAB_HOME/results`` (a
+    hub's learner: :mod:`labkit.paths`), else ``results/`` in the current folder."""
+    env = os.environ.get("PERFLAB_RESULTS")
+    if env:
+        return Path(os.path.expanduser(env))
+    from labkit.paths import home
+
+    h = home()
+    return h / "results" if h is not None else Path("results")
 
 
 class Saveable:

@@ -140,7 +140,31 @@ def test_spawner_env_limits(tmp_path):
     assert got["MEM_LIMIT"].status == "fail" and "0.5 GiB" in got["MEM_LIMIT"].detail
     assert got["culler"].status == "warn" and "45 s" in got["culler"].detail
     good = {"CPU_GUARANTEE": "2", "MEM_LIMIT": str(4 * 2**30), "PERFLAB_CULL_TIMEOUT": "3600"}
-    assert {c.status for c in checks(_v2(tmp_path, "max 100000\n"), env=good, measured=_probe())} == {"ok"}
+    # a MEM_LIMIT nothing enforces (no cgroup memory cap: the pinned spawner's) is said to be only stated
+    unenforced = _by_name(checks(_v2(tmp_path, "max 100000\n"), env=good, measured=_probe()))["MEM_LIMIT"]
+    assert unenforced.status == "warn" and "stated but not enforced" in unenforced.detail
+    assert "PERFLAB_HUB_SPAWNER=systemd" in unenforced.fix
+    root = _tree(_v2(tmp_path, "max 100000\n"), {"sys/fs/cgroup/user.slice/learner-1.scope/memory.max": f"{4 * 2**30}\n"})
+    assert {c.status for c in checks(root, env=good, measured=_probe())} == {"ok"}
+
+
+def test_an_unpinned_server_on_a_two_core_hub_node_is_not_called_pinned():
+    # GIVEN a hub server that may run on both cores of a 2-core node
+    p = _probe(cores=(0, 1))
+    # WHEN no pinning spawner said it gave them THEN it is "not pinned", shared with the room
+    check = hub._affinity_check(p, 2, True, (0, 1))
+    assert check.status == "warn" and check.detail.startswith("not pinned: cores 0,1 (2 of the node's 2)")
+    # AND a spawner that gave this learner the whole node (PERFLAB_CORES) is believed
+    assert hub._affinity_check(p, 2, True, (0, 1), "0,1").status == "ok"
+
+
+def test_a_learner_on_the_hubs_core_is_told(tmp_path):
+    env = {"JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api", "PERFLAB_CORES": "0"}
+    got = _by_name(checks(_v2(tmp_path, "max 100000\n"), env=env, measured=_probe(cores=(0,)), machine_cores=2))
+    assert got["hub's core"].status == "warn" and "core 0, which also runs the hub" in got["hub's core"].detail
+    other = _by_name(checks(_v2(tmp_path, "max 100000\n"), env={**env, "PERFLAB_CORES": "1"},
+                            measured=_probe(cores=(1,)), machine_cores=2))
+    assert "hub's core" not in other
 
 
 def test_the_probe_reads_throttling_and_steal_from_the_fake_tree(tmp_path, monkeypatch):

@@ -195,3 +195,17 @@ def test_gradings_become_a_grid_a_gradebook_and_a_gallery_anonymous_by_default(t
     # AND the room page is anonymous and shows no home path
     full = room.render(r)
     assert str(tmp_path) not in full and "Who passed which exercise" in full and "ada_l" not in full
+
+
+def test_a_room_measuring_at_once_on_pinned_cores_is_not_busy_but_a_neighbour_on_ones_core_is(tmp_path):
+    # GIVEN two learners pinned to one core each of a 2-core node, measuring at the same time (the walk's room)
+    room_load = {"load_average": [2.2, 1, 1], "cores_logical": 2, "cores_usable": 1}
+    planned = {"load_average": [1.1, 1, 1], "cores_logical": 2, "cores_usable": 1}
+    _record(tmp_path / "ada", "batched export", 0.5, (0.48, 0.52), plan_fp=planned, measure_fp=room_load)
+    # AND one whose core also ran a third busy process
+    crowded = {"load_average": [3.2, 1, 1], "cores_logical": 2, "cores_usable": 1}
+    _record(tmp_path / "bob", "batched export", 0.5, (0.48, 0.52), plan_fp=planned, measure_fp=crowded)
+    noise = {e.learner: (e.noise, e.why) for e in room.collect(tmp_path).entries}
+    # THEN the room's own work is not "busy"; the load beyond it is
+    assert noise["ada"][0] == "quiet"
+    assert noise["bob"] == ("busy", "load 1.20 per core besides the measurement")

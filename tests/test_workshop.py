@@ -198,3 +198,82 @@ def test_the_systemd_config_asks_systemd_for_disjoint_cpusets_memory_and_no_quot
     finally:
         for sp in (ada, bob, cy):
             sp.release()
+
+
+def test_the_profile_snippet_puts_the_venv_first_once(tmp_path):
+    from labkit.workshop.sharing import profile_snippet, write_profile
+
+    # GIVEN the snippet the organiser's init writes to /etc/profile.d (here: a file of the test's)
+    snippet = write_profile(tmp_path / "venv" / "bin", tmp_path / "perflab.sh")
+    assert snippet.read_text() == profile_snippet(tmp_path / "venv" / "bin")
+    # WHEN a login shell sources it (twice: a nested shell)
+    out = subprocess.run(["sh", "-c", f". {snippet}; . {snippet}; echo $PATH"], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"}, check=True)
+    # THEN the venv leads PATH, once
+    assert out.stdout.strip() == f"{tmp_path}/venv/bin:/usr/bin:/bin"
+
+
+def test_make_setup_warns_when_other_users_cannot_run_the_venv(capsys):
+    import shutil
+    import tempfile
+
+    from labkit.workshop.sharing import blocked_for_others, main
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="perflab-venv-", dir="/tmp"))  # pytest's own tmp is root's alone (700)
+    try:
+        _setup_warns(tmp_path, blocked_for_others, main, capsys)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _setup_warns(tmp_path, blocked_for_others, main, capsys):
+    # GIVEN a venv whose interpreter sits under a folder only its owner may enter (a pyenv under /root)
+    private = tmp_path / "private"
+    (private / "bin").mkdir(parents=True)
+    (private / "bin" / "python3").write_text("")
+    (private / "bin" / "python3").chmod(0o755)
+    private.chmod(0o700)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = x\n")
+    (venv / "bin" / "python").symlink_to(private / "bin" / "python3")
+    tmp_path.chmod(0o755)
+    # WHEN make setup's check runs THEN it warns, naming the folder and the fix, and does not fail the setup
+    assert blocked_for_others(venv / "bin" / "python") == f"{private} (mode 700) cannot be entered by other users"
+    assert main([str(venv)]) == 0
+    err = capsys.readouterr().err
+    assert "a hub's learners could not start their servers" in err and f"{private} (mode 700)" in err
+    assert "PYTHON=/usr/bin/python3 make setup" in err
+    # AND a venv everyone can enter passes quietly
+    private.chmod(0o755)
+    assert main([str(venv)]) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_full_node_tells_the_learner_the_seats_are_taken_and_whom_to_ask():
+    from jupyterhub.utils import format_exception
+    from tornado import web
+
+    # GIVEN a node whose two seats are held
+    taken = {"ada": (0,), "bob": (1,)}
+    # WHEN a third learner asks for one
+    with pytest.raises(pinned.NoFreeCores) as info:
+        pinned.allocate(taken, [0, 1], 1, "cy", contact="Grace (room 2)")
+    e = info.value
+    # THEN JupyterHub gets an HTTP error with a message for the learner (its page shows it, not a 500) …
+    assert isinstance(e, web.HTTPError) and e.status_code == 503
+    assert format_exception(e, only_jupyterhub=True)[0] == (
+        "All 2 seats on this node are taken: every learner gets cores of their own, and all of them are in use. "
+        "Ask Grace (room 2) for a seat, or try again when someone stops their server.")
+    # … and the organiser's log line names who holds them and what to change
+    assert str(e).startswith("all 2 blocks of 1 core(s) on cores 0-1 are held by running servers (ada, bob)")
+
+
+def test_a_pool_smaller_than_one_seat_is_not_called_full():
+    with pytest.raises(pinned.NoFreeCores) as info:
+        pinned.allocate({}, [1], 2, "ada")
+    assert "no seat at all: the pool (cores 1-1, 1 core(s)) is smaller than one learner's 2" in str(info.value)
+    assert info.value.jupyterhub_message.startswith("This hub has no seats set up yet")
+    assert "held by running servers" not in str(info.value)
+    assert pinned.capacity_line([1], 2).startswith("perflab: 2 core(s) per learner from cores 1-1: room for 0 "
+                                                  "learner(s) at once — no learner can start a server")
+    assert pinned.capacity_line(range(1, 9), 2).endswith("room for 4 learner(s) at once")

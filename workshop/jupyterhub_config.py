@@ -9,6 +9,7 @@
 #   PERFLAB_HUB_CORES_PER_LEARNER  cores per learner (2 for full-size labs, 1 for QUICK)      default 2
 #   PERFLAB_HUB_CORES              cores learners may take, e.g. "2-63" (leave some to the hub) default 1..n-1
 #   PERFLAB_HUB_MEM_GIB            memory per learner                                         default 2
+#   PERFLAB_HUB_CONTACT            whom a learner finding every seat taken should ask   "the workshop's organiser"
 #   PERFLAB_CULL_TIMEOUT           seconds of no activity before a server is stopped          default 3600
 #   PERFLAB_HUB_GROUP / _LEARNERS / _ADMINS  who may log in: a group, names, admins    perflab / - / -
 #   PERFLAB_HUB_IP / _PORT         where the hub listens                                      127.0.0.1:8000
@@ -53,6 +54,15 @@ SPAWNERS = {"pinned": "pinned.PinnedSpawner", "simple": "pinned.PinnedSimpleSpaw
 c.JupyterHub.spawner_class = SPAWNERS[os.environ.get("PERFLAB_HUB_SPAWNER", "pinned")]
 c.Spawner.cores_per_learner = PER_LEARNER
 c.Spawner.cores = CORES
+c.Spawner.contact = os.environ.get("PERFLAB_HUB_CONTACT", "the workshop's organiser")  # named to a learner with no seat
+
+from pinned import capacity, capacity_line  # noqa: E402
+from traitlets.config import Application  # noqa: E402
+
+if Application.initialized():  # the hub's log says at start how many learners this node holds (a warning: none)
+    _log = Application.instance().log
+    (_log.info if capacity(CORES, PER_LEARNER) else _log.warning)(capacity_line(CORES, PER_LEARNER))
+
 c.Spawner.cpu_limit = None  # a CFS quota throttles the bursts the labs measure: exclusive cores instead
 c.Spawner.cpu_guarantee = float(PER_LEARNER)  # what the learner has: stated so `labkit doctor --hub` can say so
 c.Spawner.mem_limit = f"{int(MEM_GIB * 1024)}M"
@@ -66,7 +76,12 @@ c.Spawner.http_timeout = 60
 # and the culler stops a server only after CULL_TIMEOUT seconds of none. The server itself culls nothing.
 c.Spawner.environment = {
     "PERFLAB_CULL_TIMEOUT": str(CULL_TIMEOUT),  # read by `labkit doctor --hub`
-    "PERFLAB_RESULTS": "results",  # experiment records land in the learner's home: `labkit room collect /home`
+    # everything labkit writes (records, a dataset built for them, locks, caches) goes to the learner's own
+    # folder, beside their copy of the labs; the shared install stays read-only (labkit/paths.py)
+    "PERFLAB_HOME": "~/perflab",  # records in ~/perflab/results: `labkit room collect /home`
+    # the venv first, and none of the hub's own PATH (a login shell's PATH: /etc/profile.d/perflab.sh, written
+    # by `labkit workshop init`)
+    "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
     "JUPYTERHUB_ACTIVITY_INTERVAL": os.environ.get("PERFLAB_HUB_ACTIVITY_INTERVAL", "60"),
 }
 c.Spawner.args = ["--ServerApp.shutdown_no_activity_timeout=0", "--MappingKernelManager.cull_idle_timeout=0"]

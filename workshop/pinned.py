@@ -21,22 +21,57 @@ import os
 from collections.abc import Callable, Iterable
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
-from traitlets import Integer, List
+from tornado import web
+from traitlets import Integer, List, Unicode
 from traitlets.config import LoggingConfigurable
 
-__all__ = ["PinnedSpawner", "PinnedSimpleSpawner", "allocate", "NoFreeCores"]
+__all__ = ["PinnedSpawner", "PinnedSimpleSpawner", "allocate", "capacity", "capacity_line", "NoFreeCores"]
 
 
-class NoFreeCores(RuntimeError):
-    """Every block of cores is held by a running server."""
+class NoFreeCores(web.HTTPError):
+    """Every block of cores is held by a running server (or the pool holds none).
+
+    A ``web.HTTPError`` (503) carrying ``jupyterhub_message``: JupyterHub shows the learner that message on the
+    spawn page and in the REST API's answer, and logs the organiser's text (``log_message``) without a
+    traceback — not "500 : Unhandled error starting server".
+    """
+
+    def __init__(self, log_message: str, learner_message: str) -> None:
+        super().__init__(503, log_message.replace("%", "%%"), reason="No free seat")
+        self.jupyterhub_message = learner_message
+
+    def __str__(self) -> str:
+        return self.log_message or ""
 
 
-def allocate(taken: dict[str, tuple[int, ...]], pool: Iterable[int], n: int, user: str) -> tuple[int, ...]:
+def capacity(pool: Iterable[int], n: int) -> int:
+    """How many learners' servers ``pool`` holds at once with ``n`` cores each."""
+    return len(set(pool)) // max(n, 1)
+
+
+def capacity_line(pool: Iterable[int], n: int) -> str:
+    """What the hub's log says at start: the pool, the block size and how many learners fit."""
+    cores = sorted(set(pool))
+    fits = capacity(cores, n)
+    line = (f"perflab: {n} core(s) per learner from cores {_span(cores)}: room for {fits} learner(s) at once")
+    if not fits:
+        line += (f" — no learner can start a server. Give the pool at least {n} core(s) (PERFLAB_HUB_CORES) or "
+                 "lower PERFLAB_HUB_CORES_PER_LEARNER (QUICK labs run on 1)")
+    return line
+
+
+def _span(cores: list[int]) -> str:
+    return f"{cores[0]}-{cores[-1]}" if cores else "(none)"
+
+
+def allocate(taken: dict[str, tuple[int, ...]], pool: Iterable[int], n: int, user: str,
+             contact: str = "the workshop's organiser") -> tuple[int, ...]:
     """The first block of ``n`` consecutive cores from ``pool`` that no other user holds (a user's own block
     is given back to them: a restart keeps its cores).
 
     Raises:
-        NoFreeCores: naming how many learners the pool holds and what to change.
+        NoFreeCores: for the log, how many learners the pool holds and what to change; for the learner, that
+            the seats are taken and whom to ask (``contact``).
     """
     if user in taken:
         return taken[user]
@@ -46,10 +81,20 @@ def allocate(taken: dict[str, tuple[int, ...]], pool: Iterable[int], n: int, use
         block = tuple(cores[i:i + n])
         if not held & set(block):
             return block
+    fits = capacity(cores, n)
+    if not fits:
+        raise NoFreeCores(
+            f"no seat at all: the pool (cores {_span(cores)}, {len(cores)} core(s)) is smaller than one "
+            f"learner's {n} core(s). Give the pool more cores (PERFLAB_HUB_CORES) or lower "
+            "PERFLAB_HUB_CORES_PER_LEARNER (QUICK labs run on 1)",
+            f"This hub has no seats set up yet: it cannot give anyone the {n} core(s) a learner gets. "
+            f"Please tell {contact}.")
     raise NoFreeCores(
-        f"all {len(cores) // max(n, 1)} blocks of {n} core(s) on cores {cores[0]}-{cores[-1]} are held by running "
-        f"servers: {len(taken)} learners at once is this node's capacity. Stop an idle server, or lower "
-        "cores_per_learner (QUICK labs run on 1), or add a node (docs/workshop.md, capacity)")
+        f"all {fits} blocks of {n} core(s) on cores {_span(cores)} are held by running servers "
+        f"({', '.join(sorted(taken))}): {fits} learners at once is this node's capacity. Stop an idle server, or "
+        "lower cores_per_learner (QUICK labs run on 1), or add a node (docs/workshop.md, capacity)",
+        f"All {fits} seats on this node are taken: every learner gets cores of their own, and all of them are in "
+        f"use. Ask {contact} for a seat, or try again when someone stops their server.")
 
 
 class _Pinned(LoggingConfigurable):
@@ -58,6 +103,8 @@ class _Pinned(LoggingConfigurable):
     cores_per_learner = Integer(2, config=True, help="cores each learner's server gets to itself")
     cores = List(Integer(), config=True, help="the cores learners' servers may take (default: every core but "
                  "the first, which stays with the hub, the proxy and the system)")
+    contact = Unicode("the workshop's organiser", config=True,
+                      help="whom a learner who finds every seat taken should ask (a name, a room, a chat channel)")
     _taken: dict[str, tuple[int, ...]] = {}
 
     def _pool(self) -> list[int]:
@@ -65,7 +112,7 @@ class _Pinned(LoggingConfigurable):
 
     def pin(self) -> tuple[int, ...]:
         """Take this user's block of cores (see :func:`allocate`) and put it in the server's environment."""
-        block = allocate(_Pinned._taken, self._pool(), self.cores_per_learner, self.user.name)
+        block = allocate(_Pinned._taken, self._pool(), self.cores_per_learner, self.user.name, self.contact)
         _Pinned._taken[self.user.name] = block
         self.environment = {**self.environment, "PERFLAB_CORES": ",".join(map(str, block))}
         return block

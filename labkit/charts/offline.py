@@ -34,7 +34,9 @@ def enable_offline(mode: str = "jupyter") -> str:
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "labkit"
+    from labkit.paths import home, user_cache
+
+    return user_cache() / "cache" if home() is not None else user_cache()  # the folder it always used, unset
 
 
 @contextlib.contextmanager

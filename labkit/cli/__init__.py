@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new-review": ("labkit.cli.new_review", "start a design-review notebook from the template"),
     "new-lab": ("labkit.cli.new_lab", "start a new lab: its notebook, notes, grader and test, registered in the table"),
     "labs": ("labkit.cli.labs", "list the labs, and make README's and the index's tables equal to labkit/labs.py"),
+    "workshop": ("labkit.cli.workshop", "the organiser's commands for one node: init, add-learners, check"),
     "room": ("labkit.cli.room", "collect the learners' experiment records into one offline page for the instructor"),
 }
 

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CpuQuota", "cpu_quota", "cpuset"]
+__all__ = ["CpuQuota", "cpu_quota", "cpuset", "memory_limit"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,27 @@ def cpuset(root: str | os.PathLike[str] = "/") -> tuple[int, ...] | None:
         return tuple(_cpu_list((found / name).read_text()))
     except (OSError, ValueError):
         return None
+
+
+def memory_limit(root: str | os.PathLike[str] = "/") -> int | None:
+    """The memory cap this process's cgroup enforces, in bytes (cgroup v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``), or None when nothing caps it ("max", v1's near-2**63 "unlimited", no cgroup)."""
+    r = Path(root)
+    paths = _cgroup_paths(r)
+    cg = r / "sys/fs/cgroup"
+    if (cg / "cgroup.controllers").is_file():
+        found, name = _within(cg, paths.get("", "/"), "memory.max"), "memory.max"
+    else:
+        found, name = _within(cg / "memory", paths.get("memory", "/"), "memory.limit_in_bytes"), "memory.limit_in_bytes"
+    if found is None:
+        return None
+    try:
+        text = (found / name).read_text().strip()
+    except OSError:
+        return None
+    if text == "max" or not text.isdigit() or int(text) >= 2**62:
+        return None
+    return int(text)
 
 
 def _cpu_list(text: str) -> list[int]:

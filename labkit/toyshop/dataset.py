@@ -6,6 +6,10 @@ generator version, size, seed, row counts) which is how a stale or foreign file 
 
     path = ensure("small")          # builds datasets/toyshop-small.sqlite the first time (seconds)
 
+A shared install (a hub: the repository read-only to learners) reads the organiser's built file from
+:func:`data_dir`; a learner who needs a build gets it, and its lock file, in their own folder
+(``$PERFLAB_HOME/.labkit/datasets``, else ``~/.cache/labkit``: :mod:`labkit.paths`), never beside the shared one.
+
 The same size and seed give the same rows on every machine (``random.Random`` with a fixed seed, no clock).
 A few *ladder* customers have a known number of orders of exactly 4 items each (:data:`LADDER`), so a lab
 can plot latency against item count; the rest follow a skewed distribution (many with few orders, a few
@@ -25,10 +29,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from labkit import paths
 from labkit.errors import BadInputError, ResultsError
 from labkit.progress import notes
 
-__all__ = ["SIZES", "LADDER", "SCHEMA_VERSION", "data_dir", "db_path", "ensure", "build", "verify",
+__all__ = ["SIZES", "LADDER", "SCHEMA_VERSION", "data_dir", "own_data_dir", "db_path", "locate", "ensure", "build", "verify",
            "config_key", "skewed_config_keys", "hot_products", "HOT_FRACTION", "HOT_SHARE", "ladder"]
 
 SCHEMA_VERSION = 4  # bump whenever the schema or the generator's output changes: old files are rebuilt
@@ -83,11 +88,23 @@ def data_dir() -> Path:
     """Where datasets live: ``$LABKIT_DATA_DIR``, else the repository's ``datasets/``, else ``~/.cache/labkit``."""
     env = os.environ.get("LABKIT_DATA_DIR")
     if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[2]
-    if (repo / "pyproject.toml").exists():
+        return Path(os.path.expanduser(env))
+    repo = paths.repo_root()
+    if repo is not None:
         return repo / "datasets"
     return Path.home() / ".cache" / "labkit"
+
+
+def own_data_dir() -> tuple[Path, str]:
+    """Where this user builds a dataset and takes the build's lock, with the variable that chooses it:
+    ``$PERFLAB_HOME/.labkit/datasets``; else :func:`data_dir` when this user can write it; else
+    ``~/.cache/labkit`` (the shared folder is read-only to them: a hub's learner)."""
+    if paths.home() is not None:
+        return paths.user_cache() / "datasets", paths.HOME_ENV
+    shared = data_dir()
+    if paths.can_write(shared):
+        return shared, "LABKIT_DATA_DIR" if os.environ.get("LABKIT_DATA_DIR") else paths.HOME_ENV
+    return paths.user_cache(), paths.HOME_ENV
 
 
 def _check_size(size: str) -> str:
@@ -211,7 +228,7 @@ def build(size: str = "small", path: Path | str | None = None) -> Path:
             os.close(dfd)
     except OSError as exc:
         raise ResultsError(f"could not build the {size} dataset at {final}: {exc}. Check that the folder is "
-                           "writable and has free space, or set LABKIT_DATA_DIR to another folder.") from exc
+                           "writable and has free space, or set PERFLAB_HOME to a folder you can write.") from exc
     finally:
         tmp.unlink(missing_ok=True)
     return final
@@ -311,17 +328,56 @@ def ensure(size: str = "small", *, directory: Path | str | None = None, quiet: b
            force: bool = False) -> Path:
     """Return the path of a sound dataset for ``size``, building (or rebuilding) it first if needed.
 
-    Safe to call from several processes at once: builds are serialised by a lock file next to the dataset.
+    Looks for a sound file in this user's own folder, then in the shared :func:`data_dir` (read-only is
+    enough), and builds one only when neither is: in :func:`own_data_dir`, serialised between processes by a
+    lock file next to it. ``directory`` uses that folder alone. A folder that cannot be written raises
+    :class:`ResultsError` naming it and the variable to set (``PERFLAB_HOME``).
     A rebuilt file prints why it was rebuilt (on stderr) unless ``quiet``; ``force`` rebuilds regardless.
     """
-    path = db_path(size, directory)
+    if directory is not None:
+        return _ensure_in(db_path(size, directory), size, quiet, force, "the directory argument", None)
+    own, variable = own_data_dir()
+    shared = db_path(size)
+    mine = db_path(size, own)
+    shared_problem = None
+    if not force and mine != shared:
+        # the organiser's file, read-only, is as good as one's own: no lock is needed to read a file that is
+        # only ever replaced whole (build renames a complete file into place)
+        for path in (mine, shared):
+            problem = None if _stamp(path) in _verified else verify(path, size)
+            if problem is None:
+                _verified.add(_stamp(path))  # type: ignore[arg-type]
+                return path
+            if path == shared:
+                shared_problem = f"the shared copy at {shared} cannot be used ({problem})"
+    return _ensure_in(mine, size, quiet, force, variable, shared_problem)
+
+
+def locate(size: str = "small") -> Path:
+    """The file :func:`ensure` would return, without building it: this user's own copy or the shared one when
+    either is sound, else where a build would go."""
+    own, _ = own_data_dir()
+    for path in (db_path(size, own), db_path(size)):
+        if verify(path, size) is None:
+            return path
+    return db_path(size, own)
+
+
+def _ensure_in(path: Path, size: str, quiet: bool, force: bool, variable: str, why: str | None) -> Path:
     key = _stamp(path)
     if key is not None and key in _verified and not force:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + "-lock"), "a+") as lock:
+    paths.writable(path.parent, variable, f"the {size} toyshop dataset and its lock file")
+    try:
+        lock = open(path.with_name(path.name + "-lock"), "a+")  # noqa: SIM115 - closed by the with below
+    except OSError as e:
+        raise ResultsError(f"labkit cannot create the dataset's lock file in {path.parent}: {e.strerror or e}. "
+                           f"Set {variable} to a folder this user can write") from e
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         problem = "a rebuild was asked for (force)" if force else verify(path, size)
+        if problem is not None and why is not None:
+            problem = f"{why}, and your own copy: {problem}"
         if problem is not None:
             t0 = time.perf_counter()
             if not quiet:

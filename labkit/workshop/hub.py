@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.measure.cgroup import CpuQuota, cpu_quota, cpuset
+from labkit.measure.cgroup import CpuQuota, cpu_quota, cpuset, memory_limit
 from labkit.workshop.culler import CellTime, culler_check, longest_cells
 from labkit.workshop.doctor import Check
 
@@ -151,9 +151,11 @@ def checks(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = N
     n_node = machine_cores or os.cpu_count() or 1
     hub = on_hub(env)
     out = [_quota_check(quota, len(p.cores)), _throttle_check(quota, p),
-           _affinity_check(p, n_node, hub, cpuset(root)),
+           _affinity_check(p, n_node, hub, cpuset(root), env.get("PERFLAB_CORES")),
            _neighbour_check(p), _steal_check(p)]
-    out += _env_checks(env, len(p.cores))
+    if hub and 0 in p.cores and n_node > 1:
+        out.append(_hub_core_check(p))
+    out += _env_checks(env, len(p.cores), memory_limit(root))
     out.append(_culler_check(env, longest_cells() if cells is None else cells))
     return tuple(out)
 
@@ -185,7 +187,15 @@ def _throttle_check(q: CpuQuota, p: Probe) -> Check:
                  "cores busy than the quota measures these pauses", _ADMIN)
 
 
-def _affinity_check(p: Probe, n_node: int, hub: bool, allowed: tuple[int, ...] | None = None) -> Check:
+def _hub_core_check(p: Probe) -> Check:
+    return Check("hub's core", "warn", "this server runs on core 0, which also runs the hub, the proxy, the culler and "
+                 "every process nobody pinned: their bursts land in this learner's measurements (a short probe may "
+                 "not catch them)", "leave core 0 to the hub: PERFLAB_HUB_CORES=1-… (docs/workshop.md, capacity); "
+                 "on a node too small for that, use QUICK = True and compare ratios, not absolute times")
+
+
+def _affinity_check(p: Probe, n_node: int, hub: bool, allowed: tuple[int, ...] | None = None,
+                    pinned_by: str | None = None) -> Check:
     where = f"cores {_span(p.cores)} ({len(p.cores)} of the node's {n_node})"
     if allowed is not None and set(p.cores) < set(allowed):
         # the spawner narrowed the mask, the cgroup did not: a lab that pins to an absolute core number
@@ -195,7 +205,8 @@ def _affinity_check(p: Probe, n_node: int, hub: bool, allowed: tuple[int, ...] |
         return Check("pinned cores", "warn", f"pinned to {where}: the labs that put a load generator and a server on "
                      "different cores will share this one", "use QUICK = True in each lab, or ask the hub's admin "
                      "for 2 cores per learner (docs/workshop.md, capacity)")
-    if hub and len(p.cores) == n_node and n_node > 2:
+    # every core of the node, and no pinning spawner said it gave them (PERFLAB_CORES): on a 2-core node too
+    if hub and len(p.cores) == n_node and not pinned_by:
         return Check("pinned cores", "warn", f"not pinned: {where}, shared with every other learner's server",
                      _ADMIN)
     return Check("pinned cores", "ok", f"may run on {where}")
@@ -229,7 +240,7 @@ def _number(env: Mapping[str, str], name: str) -> float | None:
         return None
 
 
-def _env_checks(env: Mapping[str, str], n: int) -> list[Check]:
+def _env_checks(env: Mapping[str, str], n: int, enforced: int | None = None) -> list[Check]:
     out = []
     limit, guarantee, mem = (_number(env, k) for k in ("CPU_LIMIT", "CPU_GUARANTEE", "MEM_LIMIT"))
     if limit is None:
@@ -250,6 +261,12 @@ def _env_checks(env: Mapping[str, str], n: int) -> list[Check]:
         out.append(Check("MEM_LIMIT", "ok", "not set"))
     else:
         status = "ok" if mem >= 2 * 2**30 else "fail" if mem < 2**30 else "warn"
+        if status == "ok" and (enforced is None or enforced > 1.5 * mem):
+            out.append(Check("MEM_LIMIT", "warn", f"{mem / 2**30:.1f} GiB per learner, stated but not enforced (no "
+                             "cgroup memory cap on this server): one learner's run can take the node's memory",
+                             "on a node with systemd: PERFLAB_HUB_SPAWNER=systemd (MemoryMax=); otherwise keep the "
+                             "labs at QUICK = True"))
+            return out
         out.append(Check("MEM_LIMIT", status, f"{mem / 2**30:.1f} GiB per learner", "" if status == "ok" else
                          "the latency lab's memory probe walks 256 MiB and the dataset builder needs more: ask for "
                          "2 GiB per learner (docs/workshop.md)"))

@@ -8,8 +8,10 @@ when they measured, read from the record's fingerprints and the comparison's spr
 * ``throttled``: the cgroup's throttled time grew between planning and measuring (a CFS quota paused them);
 * ``busy``: the machine's load average per core (all its cores: the load average is machine-wide) was above
   0.5 before measuring, or above it after the measurement's own runnable thread is taken off
-  (``(load − 1) / cores``), the same threshold as ``labkit doctor``'s load check. On a hub node this is the
-  node's load: with learners pinned to cores of their own, a busy node need not mean a noisy measurement;
+  (``(load − 1) / cores``), the same threshold as ``labkit doctor``'s load check. A learner pinned to cores of
+  their own (a hub's pinned spawner) counts only the load beyond the room's own pinned work: the other cores may
+  each carry one runnable task (another learner measuring) before anything counts, and what is left is spread
+  over the learner's own cores — so a room measuring at once is not "busy" by itself;
 * ``wide spread``: the ratio's interval is wider than 25 % of the ratio, or the verdict was inconclusive;
 * ``quiet`` otherwise (``not measured`` for a plan without a comparison yet).
 
@@ -92,10 +94,15 @@ def _learner(folder: Path, path: Path) -> str:
 
 
 def _load_per_core(fp: dict[str, Any], own: float) -> float | None:
-    # the load average is the whole machine's (not namespaced), so it is divided by the machine's cores
+    # the load average is the whole machine's (not namespaced), so it is divided by the machine's cores; a
+    # learner pinned to some of them (a hub's pinned spawner) discounts the room's own work on the others, up to
+    # one runnable task per core: what is left over is load beyond the room's, on the learner's own cores
     load, cores = fp.get("load_average"), fp.get("cores_logical") or fp.get("cores_usable")
     if not load or not cores:
         return None
+    usable = fp.get("cores_usable")
+    if isinstance(usable, int | float) and 0 < usable < cores:
+        return max(float(load[0]) - own - (float(cores) - usable), 0.0) / float(usable)
     return max(float(load[0]) - own, 0.0) / float(cores)
 
 
