@@ -32,8 +32,10 @@ def clock() -> FakeClock:
 
 @pytest.fixture(autouse=True)
 def _results_dir(tmp_path, monkeypatch):
-    # results written by a test land in its own temporary folder, never in the checkout
+    # results written by a test land in its own temporary folder, never in the checkout; a developer's own
+    # PERFLAB_HOME (a workshop account) does not move them
     monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.delenv("PERFLAB_HOME", raising=False)
 
 
 @pytest.fixture(scope="session")

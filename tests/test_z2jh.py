@@ -145,7 +145,7 @@ def test_the_pod_gets_guaranteed_integer_cores_the_image_and_its_command():
         assert c["resources"].get("requests") and c["resources"]["requests"] == c["resources"].get("limits")
     assert nb["image"] == "registry.example.org/perflab:0.1.0"
     assert nb["args"][0] == "jupyterhub-singleuser" and "--MappingKernelManager.cull_idle_timeout=0" in nb["args"]
-    assert nb["env"]["PERFLAB_CULL_TIMEOUT"] == "3600" and nb["env"]["PERFLAB_RESULTS"].startswith("/home/jovyan/")
+    assert nb["env"]["PERFLAB_CULL_TIMEOUT"] == "3600" and nb["env"]["PERFLAB_HOME"].startswith("/home/jovyan/")
 
 
 def test_the_home_volume_hides_nothing_the_image_needs_and_the_labs_reach_it():
