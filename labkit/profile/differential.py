@@ -103,6 +103,7 @@ class ProfileDiff(TextRepr, Saveable):
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
+    min_change: float = 0.05
 
     def _side(self, side: str) -> list[dict[str, tuple[float, float]]]:
         out = []
@@ -138,8 +139,12 @@ class ProfileDiff(TextRepr, Saveable):
                 row[f"{col}_change_s"] = vb.mean() - va.mean()
                 row[f"{col}_low_s"], row[f"{col}_high_s"] = np.quantile(boot, [lo_q, hi_q])
                 row[f"{col}_ratio"] = vb.mean() / va.mean() if va.mean() else float("inf")
-            row["verdict"] = ("slower" if row["total_low_s"] > 0 else "faster" if row["total_high_s"] < 0
-                              else "no change")
+            # coloured only when the interval excludes zero *and* the change is at least min_change of the
+            # frame's before time: a whole call's duration is measured so precisely that microseconds of
+            # timer jitter would otherwise colour the root of an A/A run
+            big = abs(row["total_change_s"]) >= self.min_change * max(row["total_before_s"], 1e-12)
+            row["verdict"] = ("slower" if big and row["total_low_s"] > 0 else
+                              "faster" if big and row["total_high_s"] < 0 else "no change")
             rows.append(row)
         return pd.DataFrame(rows).sort_values("total_before_s", ascending=False, ignore_index=True)
 
