@@ -295,9 +295,11 @@ _BLANK_JS = """(el) => {
 
 def assert_charts_drawn(page, at_least: int) -> None:
     """Every Altair chart in the notebook's outputs is painted (none blank), and there are ``at_least`` of them."""
-    page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=60_000)
+    # a busy 2-core machine (the suite's other worker, a kernel still starting) can paint the first chart late:
+    # the wait only costs time when something is wrong
+    page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=150_000)
     embeds = page.locator(".jp-OutputArea-output .vega-embed")
-    _wait_until(lambda: embeds.count() >= at_least, 60, f"expected at least {at_least} charts, found {embeds.count()}")
+    _wait_until(lambda: embeds.count() >= at_least, 120, f"expected at least {at_least} charts, found {embeds.count()}")
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
     blank = []
