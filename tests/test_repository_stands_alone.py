@@ -1,5 +1,5 @@
 """The repository stands alone: nothing in it points outside it. A learner or a contributor who clones it has no
-folder beside it, so a citation of one (``../shared/…``, the house's private notes) or a relative link that leaves
+folder beside it, so a citation of one (a sibling folder of the house's private notes) or a relative link that leaves
 the repository or names a missing file is a dead end. The facts the labs cite live in docs/references.md, the house
 rules in docs/labs.md."""
 
