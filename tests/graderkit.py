@@ -28,7 +28,19 @@ lab's baseline (which answers right, slowly) so that every lab can use those tha
   ``labkit.grading.kit``'s functions, ``time.perf_counter_ns``);
 * :func:`mutating` (changes a shared object, or unhooks a meter, before doing the honest work);
 * :func:`malformed` (answers that break naive graders: None, raising ``__eq__``/``__repr__``, a
-  self-containing list, ``SystemExit``).
+  self-containing list, ``SystemExit``);
+* work finished after the call returns — :func:`filled_later` (an empty container filled by a thread once it
+  has returned), :func:`left_running` (a thread left alive after the answer);
+* the other side slowed while the learner's code is idle — :func:`idle_hog` (a thread started before the
+  grading that burns the CPU, holding the GIL, whenever the learner's function is not running),
+  :func:`slows_between` (a profile hook, or gc thresholds and a gc callback, set on the way out and cleared on
+  the way in);
+* honest mistakes with the inputs — :func:`input_cheats` (the reference writing into the caller's data, or
+  handing it back as the answer): a lab adds them where its function takes a list, dict or array;
+* experiment records that are not this experiment — :func:`record_cheats`, which :func:`run_cases` grades with
+  the reference on its own: a record planned in another lab's notebook, one concluded already (with a
+  hand-built comparison), one dated in the future, one whose hypothesis is a ``str`` subclass that prints
+  something else, one whose ``save``/``conclude`` were replaced on the instance.
 
 ``assert_grader`` also grades the reference with ``experiment=None`` (it must fail, at the prediction) when
 the cases name an ``experiment`` factory.
@@ -51,6 +63,8 @@ from labkit.grading.kit import CheckResult
 
 __all__ = ["memoised", "hard_coded", "size_gated", "count_gated", "stack_gated", "lazy", "subclassed",
            "always_equal", "tampering_lab", "tampering_code", "tampering_labkit", "mutating", "malformed",
+           "filled_later", "left_running", "idle_hog", "slows_between", "input_cheats", "record_cheats",
+           "process_cheats",
            "standard_cheats", "assert_grader", "run_cases", "Verdict"]
 
 
@@ -442,6 +456,244 @@ def malformed() -> dict[str, Callable[..., Any]]:
             "malformed: SystemExit": _named(exits, "exits")}
 
 
+def _empty_like(value: Any, args: tuple[Any, ...] = ()) -> Any:
+    """An empty (or zeroed) container of ``value``'s type that a thread can fill in place later, or None (an
+    array takes the shape of an input array of as many dimensions, as an answer computed from it would)."""
+    import numpy as np
+
+    if type(value) is np.ndarray:
+        for a in args:
+            if type(a) is np.ndarray and a.ndim == value.ndim:
+                return np.zeros(a.shape, dtype=value.dtype)
+    if type(value) is list:
+        return []
+    if type(value) is dict:
+        return {}
+    if type(value) is set:
+        return set()
+    if type(value) is np.ndarray:
+        return np.zeros_like(value)
+    return None
+
+
+def _fill(box: Any, value: Any) -> None:
+    if type(box) is list:
+        box.extend(value)
+    elif type(box) in (dict, set):
+        box.update(value)
+    else:
+        box[...] = value
+
+
+def filled_later(honest: Callable[..., Any], honest_calls: int = 12) -> Callable[..., Any]:
+    """Honest for the first ``honest_calls`` calls (and until it has seen an answer of each type); then returns at
+    once an empty container of the answer's type and fills it from a thread (the work off the clock, the answer
+    right by the time a grader that waits reads it). An answer of a type that cannot be filled later (bytes, a
+    number) is the previous call's, the work for this one done by the thread after the call returned."""
+    import threading
+
+    n, last = [0], []
+
+    def cheat(*args: Any) -> Any:
+        n[0] += 1
+        if n[0] <= honest_calls or not last:
+            last[:] = [honest(*args)]
+            return last[0]
+        box = _empty_like(last[0], args)
+
+        def later() -> None:
+            time.sleep(0.002)  # once the call has returned
+            out = honest(*args)
+            if box is not None:
+                _fill(box, out)
+
+        threading.Thread(target=later, daemon=True).start()
+        return box if box is not None else last[0]  # an answer that cannot be filled later: the last one
+
+    return _named(cheat, "filled_later")
+
+
+def left_running(honest: Callable[..., Any], seconds: float = 0.5) -> Callable[..., Any]:
+    """The answer, computed honestly — and a thread left alive after it (deferred clean-up, say) that the
+    grader's next calls would share the machine with."""
+    import threading
+
+    def cheat(*args: Any) -> Any:
+        out = honest(*args)
+        threading.Thread(target=time.sleep, args=(seconds,), daemon=True).start()
+        return out
+
+    return _named(cheat, "left_running")
+
+
+def idle_hog(honest: Callable[..., Any], chunk: int = 200_000) -> Callable[..., Any]:
+    """A thread started before the grading (as a notebook cell would start it) that burns the CPU in GIL-holding
+    C calls whenever the learner's function is *not* running — so the baseline, timed in between, runs slowly.
+    ``cheat.before()`` starts it, ``cheat.undo()`` stops it (:func:`run_cases` calls both)."""
+    import threading
+
+    inside, stop, started = threading.Event(), threading.Event(), []
+
+    def hog() -> None:
+        while not stop.is_set():
+            if inside.is_set():
+                time.sleep(0.0002)
+            else:
+                sum(range(chunk))  # a C loop that holds the GIL throughout
+
+    def cheat(*args: Any) -> Any:
+        inside.set()
+        try:
+            return honest(*args)
+        finally:
+            inside.clear()
+
+    def before() -> None:
+        stop.clear()
+        t = threading.Thread(target=hog, daemon=True, name="a notebook's busy thread")
+        started[:] = [t]
+        t.start()
+
+    def undo() -> None:
+        stop.set()
+        for t in started:
+            t.join(5)
+
+    cheat.before, cheat.undo = before, undo  # type: ignore[attr-defined]
+    return _named(cheat, "idle_hog")
+
+
+def slows_between(honest: Callable[..., Any], how: str = "profile") -> Callable[..., Any]:
+    """Leaves the interpreter slower on the way out and puts it right on the way in, so that whatever runs
+    between its calls (the baseline) pays: ``how="profile"`` — a profile hook on the thread (every call and
+    return goes through it); ``how="gc"`` — gc thresholds of 1 and a gc callback that sleeps."""
+    import gc
+
+    def hook(*a: Any) -> None:
+        return None
+
+    def sleepy(phase: str, info: Any) -> None:
+        time.sleep(0.0001)
+
+    def cheat(*args: Any) -> Any:
+        if how == "profile":
+            sys.setprofile(None)
+        else:
+            gc.set_threshold(700, 10, 10)
+            while sleepy in gc.callbacks:
+                gc.callbacks.remove(sleepy)
+        try:
+            return honest(*args)
+        finally:
+            if how == "profile":
+                sys.setprofile(hook)
+            else:
+                gc.set_threshold(1, 1, 1)
+                gc.callbacks.append(sleepy)
+
+    def undo() -> None:
+        sys.setprofile(None)
+        gc.set_threshold(700, 10, 10)
+        while sleepy in gc.callbacks:
+            gc.callbacks.remove(sleepy)
+
+    cheat.undo = undo  # type: ignore[attr-defined]
+    return _named(cheat, f"slows_between_{how}")
+
+
+def _scribble(x: Any) -> bool:
+    """Changes a list, dict or array in place (True), or says it cannot (False)."""
+    import numpy as np
+
+    if type(x) is list and x:
+        x.reverse() if len(x) > 1 and x[0] != x[-1] else x.append(x[0])
+        return True
+    if type(x) is dict and x:
+        x.pop(next(iter(x)))
+        return True
+    if type(x) is np.ndarray and x.size and x.flags.writeable:
+        x.flat[0] = x.flat[0] + 1 if x.dtype.kind in "iuf" else x.flat[-1]
+        return True
+    return False
+
+
+def input_cheats(reference: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """Two honest mistakes with the caller's data, over the (fast, right) reference: it **writes into its
+    input** after answering (sorts it, drops a key, bumps a cell — the caller's data is gone), and it **returns
+    its input**, the answer written over the caller's list or array."""
+    import numpy as np
+
+    def writes(*args: Any) -> Any:
+        out = reference(*args)
+        for a in args:
+            if _scribble(a):
+                break
+        return out
+
+    def returns(*args: Any) -> Any:
+        out = reference(*args)
+        for a in args:
+            if type(a) is type(out) is list:
+                a[:] = out
+                return a
+            if type(a) is type(out) is np.ndarray and a.shape == out.shape and a.dtype == out.dtype:
+                a[...] = out
+                return a
+            if type(a) is type(out) is dict:
+                a.clear()
+                a.update(out)
+                return a
+        return out
+
+    return {"writes into its input": _named(writes, "writes_its_input"),
+            "returns its input": _named(returns, "returns_its_input")}
+
+
+class _Lying(str):
+    """A hypothesis that is the template underneath and prints as something else."""
+
+    def __str__(self) -> str:
+        return "Batching the reads removes one round trip per item, so the whole call should take a third."
+
+    def split(self, *a: Any, **k: Any) -> list[str]:  # type: ignore[override]
+        return str(self).split(*a, **k)
+
+
+def record_cheats(experiment: Callable[[], Any]) -> dict[str, Callable[[], Any]]:
+    """Experiment records that are not a plan for this check, each built from a fresh ``experiment()``: planned
+    in another lab's notebook, concluded already (with a comparison built by hand), dated in the future, a
+    hypothesis that prints one thing and is another, and ``save``/``conclude`` replaced on the instance."""
+    import dataclasses
+    import datetime as dt
+
+    from labkit.measure.comparison import Comparison
+
+    def other_lab() -> Any:
+        e = experiment()
+        return dataclasses.replace(e, lab="98" if e.lab != "98" else "97")
+
+    def concluded() -> Any:
+        fake = Comparison("baseline", "mine", (1.0,) * 10, (0.3,) * 10, 0.3, (0.29, 0.31), 1e-6, "faster", True)
+        return experiment().conclude(fake)
+
+    def future() -> Any:
+        later = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat(timespec="seconds")
+        return dataclasses.replace(experiment(), planned_at=later)
+
+    def lying() -> Any:
+        return dataclasses.replace(experiment(), hypothesis=_Lying("TODO: what will you change?"))
+
+    def shadowed() -> Any:
+        e = experiment()
+        object.__setattr__(e, "save", lambda *a, **k: "/nonexistent/saved.json")
+        object.__setattr__(e, "conclude", lambda *a, **k: e)
+        return e
+
+    return {"record: another lab's": other_lab, "record: concluded already": concluded,
+            "record: dated in the future": future, "record: its text lies": lying,
+            "record: save and conclude replaced": shadowed}
+
+
 def standard_cheats(baseline: Callable[..., Any], lab: types.ModuleType, *, wrong: Callable[..., Any],
                     size: Callable[..., float], at_least: float, honest_calls: int = 12,
                     honest: Callable[..., Any] | None = None) -> dict[str, Callable[..., Any]]:
@@ -472,6 +724,19 @@ def standard_cheats(baseline: Callable[..., Any], lab: types.ModuleType, *, wron
             **malformed()}
 
 
+def process_cheats(reference: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """The reference — fast and right — plus one offence against the grading each, so that only the grader's
+    defence can fail it: its answers filled by a thread after it returned (:func:`filled_later`), a thread left
+    running (:func:`left_running`), a busy thread that slows whatever runs between its calls
+    (:func:`idle_hog`), and the interpreter slowed between its calls (:func:`slows_between`: a profile hook; gc
+    thresholds and a callback). :func:`run_cases` grades them for every lab."""
+    return {"process: filled by a thread later": filled_later(reference, honest_calls=0),
+            "process: leaves a thread running": left_running(reference),
+            "process: a busy thread while idle": idle_hog(reference),
+            "process: a profile hook between calls": slows_between(reference, "profile"),
+            "process: gc thresholds between calls": slows_between(reference, "gc")}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One case's grade: its name, whether it passed, and the grade itself."""
@@ -486,11 +751,16 @@ def run_cases(grade: Callable[..., CheckResult], reference: Callable[..., Any], 
               experiment: Callable[[], Any] | None = None) -> list[Verdict]:
     """Grade the reference, the baseline, the wrong answer and every cheat once each — with a fresh
     ``experiment()`` record each when the cases have one, plus the reference once with ``experiment=None``
-    (the case "no experiment"). A cheat's patches (``cheat.undo``) are undone after its grading."""
-    cases = {"reference": reference, "baseline": baseline, "wrong": wrong, **cheats}
+    (the case "no experiment") and once with each of :func:`record_cheats`; the :func:`process_cheats` are
+    graded beside the lab's own. A cheat's ``cheat.before()`` runs
+    before its grading and its patches (``cheat.undo``) are undone after it."""
+    cases = {"reference": reference, "baseline": baseline, "wrong": wrong, **cheats, **process_cheats(reference)}
     out = []
     for name, fn in cases.items():
+        before = getattr(fn, "before", None)
         try:
+            if before is not None:
+                before()
             g = grade(fn) if experiment is None else grade(fn, experiment())
         finally:
             undo = getattr(fn, "undo", None)
@@ -500,6 +770,9 @@ def run_cases(grade: Callable[..., CheckResult], reference: Callable[..., Any], 
     if experiment is not None:
         g = grade(reference, None)
         out.append(Verdict("no experiment", g.passed, g))
+        for name, record in record_cheats(experiment).items():
+            g = grade(reference, record())
+            out.append(Verdict(name, g.passed, g))
     return out
 
 
@@ -530,5 +803,5 @@ def assert_grader(grade: Callable[..., CheckResult], reference: Callable[..., An
             else:
                 assert len(v.grade.items) == 1 and not v.grade.items[0].ok, \
                     f"a wrong answer must fail at correctness, first:\n{v.grade}"
-        if v.case == "no experiment":
-            assert bad and bad[0].criterion == "prediction", f"no experiment must fail at the prediction:\n{v.grade}"
+        if v.case == "no experiment" or v.case.startswith("record: "):
+            assert bad and bad[0].criterion == "prediction", f"{v.case} must fail at the prediction:\n{v.grade}"

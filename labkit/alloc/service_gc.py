@@ -179,17 +179,17 @@ class ProcessComparison(TextRepr, Saveable):
         return len(self.p99_ns[0])
 
     def _cmp(self, which: tuple[tuple[float, ...], tuple[float, ...]], what: str) -> Any:
-        from labkit.measure.comparison import Comparison, verdict_for
+        from labkit.measure.comparison import Comparison, _signed, verdict_for
         from labkit.measure.stats import ratio_of_medians
 
         a, b = np.asarray(which[0], dtype=float), np.asarray(which[1], dtype=float)
         est = ratio_of_medians(a, b, paired=True, seed=0)
         verdict = verdict_for(est.ci, est.p_value, 0.05, 0.05)
-        return Comparison(f"{self.names[0]} {what}", f"{self.names[1]} {what}", tuple(a), tuple(b), est.ratio,
-                          est.ci, est.p_value, verdict, True,
-                          warnings=("a comparison of two processes (process-level setting): their heaps and "
-                                    "placement differ too; rounds alternated A B B A to share the machine's "
-                                    "noise",))
+        return _signed(Comparison(f"{self.names[0]} {what}", f"{self.names[1]} {what}", tuple(a), tuple(b),
+                                  est.ratio, est.ci, est.p_value, verdict, True,
+                                  warnings=("a comparison of two processes (process-level setting): their heaps "
+                                            "and placement differ too; rounds alternated A B B A to share the "
+                                            "machine's noise",)))
 
     @property
     def p99(self) -> Any:

@@ -52,24 +52,40 @@ reads the same way: what failed — by how much. Try: what to do.
 from __future__ import annotations
 
 import copy as _copy
+import datetime as _dt
 import inspect
 import math
 import os as _os
 import random
+import re as _re
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from dataclasses import fields as _FIELDS  # noqa: N812
 from html import escape
+from time import sleep as _sleep
 from typing import Any
 
+import numpy as np
+
 from labkit.grading.calls import CLOCK as _CLOCK
-from labkit.grading.calls import Caller, Meter, Outcome
+from labkit.grading.calls import CallBroke, Caller, Meter, Outcome, Uncopyable, others_cpu_ns
+from labkit.grading.calls import _name as _thread_name
 from labkit.grading.exact import difference
 from labkit.grading.exact import kind as _kind
 from labkit.grading.gradings import record_grading
 from labkit.grading.sealing import seal
 from labkit.learner.record import Experiment as _Experiment
+from labkit.measure.comparison import Comparison as _Comparison
 from labkit.measure.comparison import compare as _compare
+from labkit.measure.comparison import measured_here as _measured_here
+from labkit.results import read_json as _read_json
+
+_NP_NDARRAY = np.ndarray
+_SHARES = np.shares_memory
+#: the lab being graded now ("05"), set by Exercise.grade for planned() to hold a record to its lab
+_GRADING: list[str] = [""]
+_CONCLUDE, _SAVE = _Experiment.conclude, _Experiment.save
 
 __all__ = ["CheckResult", "Item", "Exercise", "Note", "passed", "failed", "fresh_seed", "not_callable", "Caller",
            "Outcome", "difference", "answers", "metered", "timed", "planned", "prediction", "band", "seal", "Meter"]
@@ -159,6 +175,9 @@ class Exercise:
 
     def __init__(self, title: str, hints: Sequence[str], solution: Callable[..., Any] | str) -> None:
         self.title = title
+        found = _re.match(r"Lab (\d\d)\b", title)
+        #: the lab's two-digit number, read from the title ("Lab 05 — …"): records planned elsewhere are refused
+        self.lab = found.group(1) if found else ""
         self.hints = tuple(hints)
         self._solution = solution
         self._graded: Any = None
@@ -184,17 +203,21 @@ class Exercise:
         title = f"{self.title} ({said})" if said else self.title
         self.attempts += 1
         items: list[Item] = []
-        for step in steps:
-            try:
-                got = step()
-            except KeyboardInterrupt:
-                raise
-            except BaseException as e:  # whatever the answer broke in the grader's own code: a failed item
-                got = failed(f"the check could not grade this step: {_text(e)}",
-                             hint="return an answer of the stated type; if it is one, report this")
-            items.extend([got] if isinstance(got, Item) else got)
-            if not all(i.ok for i in items):
-                break
+        _GRADING[0] = self.lab
+        try:
+            for step in steps:
+                try:
+                    got = step()
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as e:  # whatever the answer broke in the grader's own code: a failed item
+                    got = failed(f"the check could not grade this step: {_text(e)}",
+                                 hint="return an answer of the stated type; if it is one, report this")
+                items.extend([got] if isinstance(got, Item) else got)
+                if not all(i.ok for i in items):
+                    break
+        finally:
+            _GRADING[0] = ""
         result = CheckResult(title, tuple(items))
         if _os.environ.get("PERFLAB_GRADINGS", "on") != "off":  # the graders' benchmark turns the records off
             record_grading(self.title, result, self._graded, seed)
@@ -265,8 +288,58 @@ def _text(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[:200]}"
 
 
+def _raised(e: BaseException) -> str:
+    """What the learner's function did, after "your function": ``raised Type: message``, or the sentence of a
+    call that broke the grading's rules (left a thread running, changed the process)."""
+    if isinstance(e, CallBroke):
+        return str(e)
+    return f"raised {_text(e)}"
+
+
+class _Kept:
+    """Copies of a call's inputs taken before it, to tell after it whether it wrote into them or handed one back
+    (:func:`_kept`)."""
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        self.args = args
+        self.copies: list[tuple[int, Any]] = []
+        for i, a in enumerate(args):
+            if type(a) is _NP_NDARRAY:
+                self.copies.append((i, a.copy()))
+            elif type(a) in (list, dict, set):
+                try:
+                    self.copies.append((i, _copy.deepcopy(a)))
+                except Exception:  # an input that cannot be copied: not checked
+                    continue
+
+    def problem(self, answer: Any) -> str | None:
+        """Where the call broke its inputs (a sentence after "your function"), or None."""
+        for i, a in enumerate(self.args):
+            if answer is a and type(a) not in (int, float, str, bytes, bool, tuple, frozenset, type(None)):
+                return (f"returned its input (argument {i + 1}) itself: the answer must be a new object, the "
+                        "caller's data left as it was")
+            if type(a) is _NP_NDARRAY and type(answer) is _NP_NDARRAY and a.size and _SHARES(a, answer):
+                return (f"returned a view of its input (argument {i + 1}): writing the answer into the caller's "
+                        "array destroys the caller's data — allocate the output")
+        for i, copy in self.copies:
+            try:
+                d = difference(copy, self.args[i], f"argument {i + 1}")
+            except Exception:  # a part difference() cannot compare: not checked
+                continue
+            if d is not None:
+                return (f"wrote into its input ({d}): a function must leave the caller's data as it was — "
+                        "never write into the caller's arrays or lists; allocate what you return")
+        return None
+
+
+def _kept(args: tuple[Any, ...], inplace: bool) -> _Kept | None:
+    return None if inplace else _Kept(args)
+
+
 def _differs(differ: Callable[[Any, Any], str | None], want: Any, got: Any) -> str | None:
     """``differ`` made safe: a comparison the answer breaks (it raises, recurses forever) is a difference."""
+    if type(got) is Uncopyable:
+        return f"your answer could not be copied as it was returned ({got.why}); return plain values"
     try:
         return differ(want, got)
     except Exception as e:  # the answer's own code ran (or broke the comparison): that is a wrong answer
@@ -275,7 +348,7 @@ def _differs(differ: Callable[[Any, Any], str | None], want: Any, got: Any) -> s
 
 def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[..., Any],
             cases: Iterable[tuple[Any, ...] | Callable[[], tuple[Any, ...]]], *, differ: Callable[[Any, Any], str | None] = difference,
-            show: Callable[[tuple[Any, ...]], str] | None = None, copy: bool = True) -> Item:
+            show: Callable[[tuple[Any, ...]], str] | None = None, copy: bool = True, inplace: bool = False) -> Item:
     """Correctness: the solution (called through ``caller``) answers every case exactly as the baseline does.
 
     Args:
@@ -284,6 +357,8 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
         differ: ``differ(want, got)`` → where they differ, or None (default :func:`difference`).
         show: how a case is named in a message (default: a short ``repr`` of its arguments).
         copy: deep-copy the arguments for each call, so neither side sees the other's mutations.
+        inplace: the exercise asks for an update in place; otherwise (the default) a solution that writes into its
+            inputs (lists, dicts, sets, arrays) or returns one of them (or a view of one) fails.
 
     Where the baseline raises, the solution must raise the same exception type (or a subclass).
     """
@@ -294,7 +369,9 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
         args = case() if built else case
         name = show(args) if show else _short(args)
         want, want_err = _call(baseline, args, copy and not built)
-        got = caller.call(solution, case() if built else _copy.deepcopy(args) if copy else args)
+        mine = case() if built else _copy.deepcopy(args) if copy else args
+        kept = _kept(mine, inplace)
+        got = caller.call(solution, mine)
         if want_err is not None:
             if got.error is None:
                 return failed(f"on {name}: expected {type(want_err).__name__} (as the baseline raises)",
@@ -305,11 +382,14 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
                               f"got {_text(got.error)}", criterion="correctness")
             continue
         if got.error is not None:
-            return failed(f"on {name}: your function raised {_text(got.error)}",
-                          hint="run it on this input yourself and read the traceback", criterion="correctness")
+            return failed(f"on {name}: your function {_raised(got.error)}",
+                          hint=None if isinstance(got.error, CallBroke) else
+                          "run it on this input yourself and read the traceback", criterion="correctness")
         where = _differs(differ, want, got.value)
         if where is not None:
             return failed(f"wrong answer on {name}", where, criterion="correctness")
+        if kept is not None and (broke := kept.problem(got.value)) is not None:
+            return failed(f"on {name}: your function {broke}", criterion="correctness")
     return passed(f"same answers as the baseline on all {n} inputs", criterion="correctness")
 
 
@@ -317,7 +397,7 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
             build: Callable[[], tuple[Any, ...]], *, meter: Callable[[], Meter], unit: str, what: str,
             limit: float | None = None, max_fraction: float | None = None, floor: float = 0.01,
             differ: Callable[[Any, Any], str | None] = difference, warm: Callable[[], tuple[Any, ...]] | None = None,
-            hint: str | None = None) -> Item:
+            hint: str | None = None, inplace: bool = False) -> Item:
     """The budget: the lab's meter on one call of each side, on an input built fresh for this grading.
 
     Args:
@@ -336,20 +416,33 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
     if limit is None and max_fraction is None:
         raise ValueError(f"metered({what!r}) has no budget: give limit= (an amount of {unit}), max_fraction= (of "
                          "the baseline's) or both")
+    if (busy := _busy_now(caller, what, "budget")) is not None:
+        return busy
     if warm is not None:
         caller.call(baseline, warm())
         caller.call(solution, warm())
     base_meter, mine = meter(), meter()
+    others = frozenset((caller.grader_id, caller.worker_id))
+    others0, w0 = others_cpu_ns(others), _CLOCK()
     base = caller.call(baseline, build(), base_meter)
     if base.error is not None:
         return failed(f"{what}: the baseline itself failed under the meter ({_text(base.error)})",
                       hint="a grader problem: report it", criterion="budget")
-    got = caller.call(solution, build(), mine)
+    args = build()
+    kept = _kept(args, inplace)
+    got = caller.call(solution, args, mine)
     if got.error is not None:
-        return failed(f"{what}: your function raised {_text(got.error)}", criterion="budget")
+        return failed(f"{what}: your function {_raised(got.error)}", criterion="budget")
+    busy = _others_busy(others0, others_cpu_ns(others), _CLOCK() - w0)
+    if busy is not None:
+        return failed(f"{what}: {busy}", "the meter may have counted that work with one side",
+                      "stop the threads or processes your notebook started (or that your function left) and check "
+                      "again", criterion="budget")
     where = _differs(differ, base.value, got.value)
     if where is not None:
         return failed(f"wrong answer on {what} (the metered call)", where, criterion="budget")
+    if kept is not None and (broke := kept.problem(got.value)) is not None:
+        return failed(f"{what}: your function {broke}", criterion="budget")
     amount, base_amount = float(mine.amount), float(base_meter.amount)
     cap = min(x for x in (limit, None if max_fraction is None else max_fraction * base_amount) if x is not None)
     scale = f" (the baseline: {base_amount:,.6g})"
@@ -366,6 +459,55 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
                   detail=amount, criterion="budget")
 
 
+#: the most CPU the rest of the process (other threads, child processes) may use during a timing, as a share of
+#: its wall time, before the comparison is refused (plus a fixed allowance for a notebook's own chatter)
+OTHERS_SHARE = 0.05
+_OTHERS_ALLOWANCE_NS = 30_000_000
+
+
+def _busy_now(caller: Caller, what: str, criterion: str) -> Item | None:
+    """A refusal when the rest of the process is using the CPU right now (over a short look), else None: a
+    meter or a clock would count, or suffer, that work too."""
+    mine = frozenset((caller.grader_id, caller.worker_id))
+    before, t0 = others_cpu_ns(mine), _CLOCK()
+    _sleep(QUIET_LOOK_S)
+    after = others_cpu_ns(mine)
+    wall = _CLOCK() - t0  # after the second reading: reading /proc waits for the interpreter too
+    (total0, per0), (total1, per1) = before, after
+    used = sum(max(0, v - per0.get(t, 0)) for t, v in per1.items())
+    used += max(0, (total1 - sum(per1.values())) - (total0 - sum(per0.values())))
+    if used <= QUIET_SHARE * wall:
+        return None
+    busiest = max(per1, key=lambda t: per1[t] - per0.get(t, 0), default=None)
+    who = f" (busiest: {_thread_name(busiest)})" if busiest is not None else ""
+    return failed(f"{what}: something else in this process is using the CPU right now — {used / wall:.0%} of a "
+                  f"core over {wall / 1e6:.0f} ms{who}", "it would be metered or timed with your function",
+                  "stop the threads or processes your notebook started, then check again", criterion=criterion)
+
+
+#: how long the grader looks at the rest of the process before metering or timing (s), and the share of a core
+#: it may be using then
+QUIET_LOOK_S = 0.05
+QUIET_SHARE = 0.25
+
+
+def _others_busy(before: tuple[int, dict[int, int]], after: tuple[int, dict[int, int]], wall_ns: int) -> str | None:
+    """A sentence naming the CPU the rest of the process used during a timing, when it is more than allowed."""
+    (total0, per0), (total1, per1) = before, after
+    used = {tid: ns - per0.get(tid, 0) for tid, ns in per1.items()}
+    threads = sum(max(0, v) for v in used.values())
+    children = max(0, (total1 - sum(per1.values())) - (total0 - sum(per0.values())))
+    spent = threads + children
+    if spent <= OTHERS_SHARE * wall_ns + _OTHERS_ALLOWANCE_NS:
+        return None
+    top = sorted((v, t) for t, v in used.items() if v > 0)[::-1][:3]
+    who = ", ".join(f"{_thread_name(t)} {v / 1e6:,.0f} ms" for v, t in top)
+    if children > threads:
+        who = f"child processes {children / 1e6:,.0f} ms" + (f"; threads: {who}" if who else "")
+    return (f"while the grader timed, other work in this process used {spent / 1e9:.2f} s of CPU in "
+            f"{wall_ns / 1e9:.2f} s ({who})")
+
+
 class _LearnerRaised(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(_text(error))
@@ -375,7 +517,7 @@ class _LearnerRaised(Exception):
 def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., Any], *,
           inputs: Callable[[int], tuple[Any, ...]], required_speedup: float, rounds: int, rng: Any,
           what: str = "", differ: Callable[[Any, Any], str | None] = difference, sample: int | None = None,
-          **compare_kw: Any) -> Item:
+          inplace: bool = False, **compare_kw: Any) -> Item:
     """Speed on fresh inputs, every answer (or a sample of ``sample`` ≥ 3, chosen after the run) checked.
 
     :func:`labkit.compare` (bound at import) interleaves both sides, each call through ``caller`` (its
@@ -383,8 +525,14 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
     as many again) and warm-ups (1–3) are drawn from ``rng``. Then the solution's answers are compared with
     the baseline's for the same inputs — all, or ``sample`` of them drawn with :mod:`secrets` once the run is
     over. ``required_speedup``: choose it far from the real effect, so an honest solution passes 10 in 10.
+
+    Each answer is copied the moment it is returned (a thread filling it later changes nothing checked), the
+    solution's inputs are checked as :func:`answers` does (``inplace``), and the comparison is refused when the
+    process's other threads or its child processes used the CPU meanwhile (more than :data:`OTHERS_SHARE` of
+    the run's time): the learner's code could be slowing the baseline from there.
     """
     got: tuple[dict[int, Any], dict[int, Any]] = ({}, {})
+    kept: dict[int, _Kept] = {}
     current, lost = [0], [0]
 
     def clock() -> int:
@@ -397,22 +545,36 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
     def side(i: int, fn: Callable[..., Any]) -> Callable[..., None]:
         def call(*args: Any) -> None:
             t0 = _CLOCK()
+            if i == 1 and not inplace:
+                kept[current[0]] = _Kept(args)
             out = caller.call(fn, args)
+            if out.error is None:
+                got[i][current[0]] = out.value  # as returned: the caller copied it then
             lost[0] += (_CLOCK() - t0) - out.ns
             if out.error is not None:
                 raise _LearnerRaised(out.error)
-            got[i][current[0]] = out.value
         return call
 
     where = f"{what}: " if what else ""
     n = rounds + rng.randrange(0, max(2, rounds // 2 + 1))
+    if (busy := _busy_now(caller, what or "timing your function", "speed")) is not None:
+        return busy
+    mine = frozenset((caller.grader_id, caller.worker_id))
+    others0, w0 = others_cpu_ns(mine), _CLOCK()
     try:
         c = _compare(side(0, baseline), side(1, solution), inputs=inputs_at, rounds=n, names=("baseline", "yours"),
                      warmup=rng.randint(1, 3), clock=clock, **compare_kw)
     except _LearnerRaised as e:
-        return failed(f"timing {what or 'your function'}: a call raised {e}", criterion="speed")
+        verb = _raised(e.error)
+        return failed(f"timing {what or 'your function'}: a call {verb}" if verb.startswith("raised") else
+                      f"timing {what or 'your function'}: your function {verb}", criterion="speed")
     except Exception as e:  # anything else the answer broke inside the comparison
         return failed(f"timing {what or 'your function'}: {_text(e)}", criterion="speed")
+    busy = _others_busy(others0, others_cpu_ns(mine), _CLOCK() - w0)
+    if busy is not None:
+        return failed(f"{where}{busy}", "the comparison cannot be trusted: that work may have slowed one side",
+                      "stop the threads or processes your notebook started (or that your function left) and check "
+                      "again", criterion="speed")
     keys = sorted(set(got[0]) & set(got[1]))
     if sample is not None and len(keys) > max(3, sample):
         keys = sorted(secrets.SystemRandom().sample(keys, max(3, sample)))
@@ -420,6 +582,8 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
         if (d := _differs(differ, got[0][k], got[1][k])) is not None:
             return failed(f"{where}wrong answer on a timed call", d, "every answer counts, timed or not",
                           criterion="speed")
+        if k in kept and (broke := kept[k].problem(got[1][k])) is not None:
+            return failed(f"{where}on a timed call your function {broke}", criterion="speed")
     checked = f"; {len(keys)} timed answers checked"
     if c.verdict == "faster" and c.speedup >= required_speedup:
         return passed(f"{where}{c.summary()}{checked}", detail=c, criterion="speed")
@@ -437,16 +601,59 @@ _PLAN = ("plan it before the check: exp = Experiment.plan('my fix', 'what I chan
          "ratio that follows', predicted_ratio=0.3), then check(my_fn, exp)")
 
 
+def _when(stamp: Any) -> _dt.datetime | None:
+    """A record's ISO timestamp as an aware datetime (UTC if it names no zone), or None when it is not one."""
+    if type(stamp) is not str:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=_dt.UTC)
+
+
+def _record_problem(experiment: Any) -> str | None:
+    """Why a record is not a plan made for this check (a sentence), or None: its fields read as fields — of
+    their exact types, never through the record's text —, not concluded yet, dated in the past, planned in this
+    lab's notebook when the notebook is known."""
+    e = experiment
+    extra = sorted(set(vars(e)) - {f.name for f in _FIELDS(_Experiment)})
+    if extra:
+        return f"it has been altered: {', '.join(extra)} replaced on the record itself"
+    for name, want in (("title", str), ("hypothesis", str), ("planned_at", str), ("id", str), ("lab", str),
+                       ("notes", str)):
+        if type(getattr(e, name, None)) is not want:
+            return f"its {name} is a {_kind(getattr(e, name, None))}, not a plain {want.__name__}"
+    if e.concluded_at is not None or e.outcome is not None or e.verdict is not None or len(e.measurements):
+        return ("it is already concluded (it holds a measurement): a record from an earlier run, or another "
+                "exercise's — plan a new one for this check")
+    planned_at = _when(e.planned_at)
+    now = _dt.datetime.now(_dt.UTC)
+    if planned_at is None:
+        return f"its plan date {e.planned_at!r} is not a date: plan it with Experiment.plan(...)"
+    if planned_at > now + _dt.timedelta(seconds=2):
+        return f"it is dated in the future ({e.planned_at}): plan it with Experiment.plan(...), which dates it now"
+    if e.lab and _GRADING[0] and e.lab != _GRADING[0]:
+        return (f"it was planned in lab {e.lab}'s notebook, and this is lab {_GRADING[0]}'s exercise: a prediction "
+                "is about this exercise's change — plan it here")
+    return None
+
+
 def planned(experiment: Any, *, template: str | None = None) -> Item:
-    """The prediction is required: an :class:`~labkit.learner.record.Experiment` (that exact type) with a hypothesis in
-    the learner's words (not ``template``, nothing marked TODO) and a predicted ratio."""
+    """The prediction is required: an :class:`~labkit.learner.record.Experiment` (that exact type) planned for
+    this check — not concluded yet, dated before now, planned in this lab's notebook (when the notebook is
+    known: :func:`labkit.learner.record.notebook_lab`), its fields plain values — with a hypothesis in the
+    learner's words (not ``template``, nothing marked TODO) and a predicted ratio."""
     if experiment is None:
         return failed("no prediction: experiment= is None", "a prediction is part of passing", _PLAN,
                       criterion="prediction")
     if type(experiment) is not _Experiment:
         return failed(f"experiment= must be a labkit Experiment record, got a {_kind(experiment)}", hint=_PLAN,
                       criterion="prediction")
-    text = " ".join(str(experiment.hypothesis).split())
+    if (why := _record_problem(experiment)) is not None:
+        return failed(f"this experiment record is not a plan for this check: {why}", hint=_PLAN,
+                      criterion="prediction")
+    text = " ".join(experiment.hypothesis.split())
     if "TODO" in text or (template is not None and text.lower() == " ".join(template.split()).lower()):
         return failed("the hypothesis is still the template's text", None,
                       "write your own: what you will change, why it should be faster, and by how much",
@@ -459,6 +666,20 @@ def planned(experiment: Any, *, template: str | None = None) -> Item:
     return passed(f"prediction planned: a ratio of {ratio:g}", criterion="prediction")
 
 
+def _saved_problem(done: Any, path: Any) -> str | None:
+    """Why the file at ``path`` does not hold the concluded record ``done`` (a sentence), or None."""
+    if path is None:
+        return "it was not saved (save() wrote nothing)"
+    try:
+        data = _read_json(path)
+    except Exception as e:  # missing, unreadable, not JSON: not saved
+        return f"the file it names ({path}) cannot be read back ({_text(e)})"
+    for name in ("id", "predicted_ratio", "outcome", "concluded_at", "measured_ratio"):
+        if data.get(name) != getattr(done, name):
+            return f"the file it names ({path}) does not hold it: its {name} reads {_short(data.get(name), 40)}"
+    return None
+
+
 def prediction(experiment: Any, comparison: Any, *, save: bool = True) -> Item:
     """The learner's experiment (checked by :func:`planned` first) concluded with the grader's measurement
     (``comparison``, the speed item's ``detail``), judged by :func:`labkit.learner.record.judge` and
@@ -468,12 +689,22 @@ def prediction(experiment: Any, comparison: Any, *, save: bool = True) -> Item:
         return first
     if comparison is None:
         return failed("nothing was measured to conclude your experiment with", criterion="prediction")
+    if type(comparison) is _Comparison and not _measured_here(comparison):
+        return failed("the comparison to conclude with was not measured by labkit in this check",
+                      hint="a grader problem if you did not build it: report it", criterion="prediction")
     try:
-        done = experiment.conclude(comparison)
-        where = f"; saved to {done.save()}" if save else ""
+        done = _CONCLUDE(experiment, comparison)  # the class's own methods, not what the record holds
+        where = ""
+        if save:
+            path = _SAVE(done)
+            if (why := _saved_problem(done, path)) is not None:
+                return failed(f"your concluded experiment was not saved: {why}",
+                              hint="save it where the results folder is writable (labkit doctor says where)",
+                              criterion="prediction")
+            where = f"; saved to {path}"
     except Exception as e:  # a record that cannot be concluded or saved
         return failed(f"your experiment could not be concluded: {_text(e)}", hint=_PLAN, criterion="prediction")
-    if done.outcome is None:
+    if done.outcome is None or type(done) is not _Experiment:
         return failed("your experiment is not concluded", hint=_PLAN, criterion="prediction")
     saving = f"predicted saving {1 - done.predicted_ratio:.0%}, measured {1 - comparison.ratio:.0%}"
     lo, hi = comparison.ci

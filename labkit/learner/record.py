@@ -42,7 +42,8 @@ from labkit.measure.comparison import Comparison
 from labkit.measure.machine import fingerprint
 from labkit.results import Saveable, read_json, results_dir, write_json_atomic
 
-__all__ = ["Experiment", "experiments", "judge", "judgement", "accepted_range", "NAPKIN_TOLERANCE", "MAX_SPAN"]
+__all__ = ["Experiment", "experiments", "judge", "judgement", "accepted_range", "notebook_lab", "NAPKIN_TOLERANCE",
+           "MAX_SPAN"]
 
 #: how far (a fraction of the ratio, each side) a napkin prediction may lie outside the measured interval and
 #: still be confirmed: the one tolerance every lab, grader, report and chart judges by (see the module's docstring)
@@ -77,6 +78,8 @@ class Experiment(Saveable):
         measured_ci: the interval of that ratio, once concluded: the outcome was judged by it.
         notes: anything else worth keeping.
         id: the record's file stem.
+        lab: the lab whose notebook planned it ("05"), when that is known (:func:`notebook_lab`): a grader
+            refuses a record planned in another lab's notebook.
     """
 
     KIND = "experiment"
@@ -94,6 +97,7 @@ class Experiment(Saveable):
     notes: str = ""
     id: str = ""
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    lab: str = ""
 
     @classmethod
     def plan(cls, title: str, hypothesis: str, predicted_ratio: float | None = None, notes: str = "") -> Experiment:
@@ -115,7 +119,7 @@ class Experiment(Saveable):
         when = _now()
         ident = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f") + "-" + _slug(title)
         return cls(title, hypothesis.strip(), None if predicted_ratio is None else float(predicted_ratio),
-                   when, notes=notes, id=ident, fingerprint=fingerprint())
+                   when, notes=notes, id=ident, fingerprint=fingerprint(), lab=notebook_lab())
 
     def expected_verdict(self, min_effect: float = 0.05) -> str | None:
         """The verdict the prediction implies: faster, slower or same (None without a predicted ratio)."""
@@ -215,6 +219,15 @@ class Experiment(Saveable):
             return None
         return write_json_atomic(Path(folder or results_dir()) / f"{self.id}.json", self.to_dict())
 
+
+
+def notebook_lab() -> str:
+    """The two-digit lab number of the notebook this kernel runs ("05" for ``notebooks/05_serialization.ipynb``,
+    or a copy of it such as ``05_serialization-Copy1.ipynb``), or "" when no notebook is known. Jupyter Server
+    (2.0 and newer) tells a kernel its notebook's path in ``JPY_SESSION_NAME``."""
+    name = os.path.basename(os.environ.get("JPY_SESSION_NAME", ""))
+    found = re.match(r"(\d\d)_", name) or re.search(r"(?<![0-9])(\d\d)_[a-z]", name)
+    return found.group(1) if found else ""
 
 
 def accepted_range(ci: tuple[float, float], tolerance: float = NAPKIN_TOLERANCE) -> tuple[float, float]:

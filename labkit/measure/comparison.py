@@ -34,7 +34,11 @@ Two measured results (compared as independent samples) get one look, at α.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
 import math
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +57,33 @@ from labkit.measure.workers import LocalSide, WorkerSide
 from labkit.progress import LazySteps, refreshing, steps_bar
 from labkit.results import Saveable
 
-__all__ = ["Comparison", "compare", "plan_looks", "verdict_for"]
+__all__ = ["Comparison", "compare", "plan_looks", "verdict_for", "measured_here"]
+
+#: this process's key for :func:`measured_here`: drawn at import, never saved or shown
+_KEY = secrets.token_bytes(32)
+
+
+def _digest(c: Any) -> str:
+    body = repr((c.baseline_name, c.candidate_name, c.baseline_ns, c.candidate_ns, c.ratio, tuple(c.ci), c.p_value,
+                 c.verdict, c.paired, c.min_effect, c.alpha, c.confidence))
+    return hmac.new(_KEY, body.encode(), hashlib.blake2b).hexdigest()
+
+
+def _signed(c: Comparison) -> Comparison:
+    """``c`` with the token that :func:`measured_here` checks (only labkit's own measurements are signed)."""
+    return dataclasses.replace(c, token=_digest(c))
+
+
+def measured_here(c: Any) -> bool:
+    """True when ``c`` is a :class:`Comparison` that labkit measured in this process, unchanged since: its token
+    is a keyed hash of its fields under a key drawn when this process imported labkit. A comparison built by
+    hand, edited with ``dataclasses.replace``, or loaded from a file (another process's key) is not."""
+    if type(c) is not Comparison or type(c.token) is not str or not c.token:
+        return False
+    try:
+        return hmac.compare_digest(c.token, _digest(c))
+    except Exception:  # fields of foreign types that cannot be hashed: not ours
+        return False
 
 VERDICTS = ("faster", "slower", "same", "inconclusive")
 
@@ -105,6 +135,8 @@ class Comparison(Saveable):
     baseline_gc_ns: tuple[int, ...] = ()
     candidate_gc_ns: tuple[int, ...] = ()
     gc: str = "as-is"
+    #: a keyed hash of the fields, valid only in the process that measured it (:func:`measured_here`)
+    token: str = field(default="", compare=False, repr=False)
 
     @property
     def speedup(self) -> float:
@@ -414,8 +446,8 @@ def _build(na: str, nb: str, a: np.ndarray, b: np.ndarray, paired: bool, min_eff
     alpha_look = alpha if alpha_look is None else alpha_look
     est = est or _estimate(a, b, paired, alpha_look, seed)
     verdict = verdict_for(est.ci, est.p_value, min_effect, alpha_look)
-    return Comparison(na, nb, tuple(map(float, a)), tuple(map(float, b)), est.ratio, est.ci, est.p_value,
-                      verdict, paired, min_effect, alpha, warnings, fingerprint(), confidence=1 - alpha_look,
-                      look=look, looks=looks, baseline_gc=gc_counts[0], candidate_gc=gc_counts[1],
-                      baseline_gc_ns=tuple(map(int, gc_ns[0])), candidate_gc_ns=tuple(map(int, gc_ns[1])),
-                      gc=gc_mode)
+    return _signed(Comparison(na, nb, tuple(map(float, a)), tuple(map(float, b)), est.ratio, est.ci, est.p_value,
+                              verdict, paired, min_effect, alpha, warnings, fingerprint(), confidence=1 - alpha_look,
+                              look=look, looks=looks, baseline_gc=gc_counts[0], candidate_gc=gc_counts[1],
+                              baseline_gc_ns=tuple(map(int, gc_ns[0])), candidate_gc_ns=tuple(map(int, gc_ns[1])),
+                              gc=gc_mode))
