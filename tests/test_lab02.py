@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import sys
 from typing import Any
 
 import pytest
@@ -79,6 +80,69 @@ def _reads_the_store(conn: sqlite3.Connection, catalog: Any, customer_id: int) -
     return reference_history(conn, Local(), customer_id)
 
 
+def _private_copy() -> Any:
+    """Reads a private copy of the dataset: the products loaded once from the file the lab reads, then every
+    history answered from it — the catalog's round trips skipped."""
+    from labkit.toyshop import dataset
+    from labkit.toyshop.productstore import load_products
+
+    kept: dict[int, Any] = {}
+
+    class Copy:
+        def get_many(self, ids: Any) -> Any:
+            return {i: kept[i] for i in ids if i in kept}
+
+    def cheat(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[dict[str, Any]]:
+        if not kept:
+            kept.update(load_products(dataset.ensure("small")))
+        return reference_history(conn, Copy(), customer_id)
+
+    cheat.__name__ = "private_copy"
+    return cheat
+
+
+def _faked_tools() -> list[tuple[Any, str, Any]]:
+    """The grader's tools replaced where they live and where they are re-exported: the shape detector sees every
+    statement as a shape of its own (no N+1 to find), and a catalog client made from here on never sleeps."""
+    import labkit.nplusone
+    from labkit.toyshop import catalog
+
+    shapes = sys.modules["labkit.nplusone.shapes"]
+    seen = iter(range(10**9))
+
+    def unique(sql: str) -> str:
+        return f"{sql} /* {next(seen)} */"
+
+    class Quick(catalog.FakeCatalog):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "delay_ms": 0.0})
+
+    out = [(shapes, "normalise_sql", unique), (labkit.nplusone, "normalise_sql", unique),
+           (catalog, "FakeCatalog", Quick)]
+    return out + [(lab02, n, new) for n, new in (("_normalise_sql", unique), ("_FakeCatalog", Quick))
+                  if hasattr(lab02, n)]
+
+
+def _patching(honest: Any, make: Any, name: str) -> Any:
+    """``honest`` behind patches made on its first call, undone (``cheat.undo``) after its grading."""
+    saved: list[tuple[Any, str, Any]] = []
+
+    def cheat(*args: Any) -> Any:
+        if not saved:
+            for obj, attr, new in make():
+                saved.append((obj, attr, getattr(obj, attr)))
+                setattr(obj, attr, new)
+        return honest(*args)
+
+    def undo() -> None:
+        for obj, attr, old in reversed(saved):
+            setattr(obj, attr, old)
+        saved.clear()
+
+    cheat.undo, cheat.__name__ = undo, name  # type: ignore[attr-defined]
+    return cheat
+
+
 def _no_delay(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> None:
     for target, attr in ((catalog, "delay_ms"), (catalog, "batch_size")):
         with contextlib.suppress(AttributeError, TypeError):
@@ -110,7 +174,9 @@ GRADER_CASES = {
                "unhooks the query meter": mutating(lab02.baseline, lambda conn, *_: conn.set_trace_callback(None)),
                "queries on its own connection": _own_connection,
                "reads the fake's store": _reads_the_store,
-               "mutates the catalog client": mutating(lab02.baseline, _no_delay)},
+               "mutates the catalog client": mutating(lab02.baseline, _no_delay),
+               "reads a private copy of the dataset": _private_copy(),
+               "replaces the shape detector and the catalog": _patching(lab02.baseline, _faked_tools, "fakes_tools")},
 }
 
 
@@ -149,6 +215,26 @@ def test_the_meter_cannot_be_unhooked_nor_the_store_read() -> None:
     assert not unhooked.passed and "unhooked" in unhooked.items[-1].message
     store = lab02.check(_reads_the_store, planned(), rounds=4, save=False)
     assert not store.passed and "AttributeError" in store.items[0].message
+
+
+def test_the_catalog_changes_during_the_check_so_a_private_copy_fails() -> None:
+    result = lab02.check(_private_copy(), planned(), rounds=4, save=False)
+    assert not result.passed and result.items[0].criterion == "correctness", str(result)
+    assert "['product']" in result.items[0].message, str(result)
+    passed = lab02.check(reference_history, planned(), rounds=4, save=False)
+    assert passed.passed and "products changed in the catalog meanwhile" in passed.items[0].message
+
+
+def test_the_reference_still_passes_with_the_grader_s_tools_replaced() -> None:
+    cheat = _patching(reference_history, _faked_tools, "reference_behind_fakes")
+    try:
+        result = lab02.check(cheat, planned(), rounds=4, save=False)
+    finally:
+        cheat.undo()
+    assert result.passed, str(result)
+    from labkit.nplusone.shapes import normalise_sql
+
+    assert sys.modules["labkit.nplusone.shapes"].normalise_sql is normalise_sql
 
 
 def test_a_connection_or_catalog_passed_in_is_ignored_and_said_so() -> None:
