@@ -9,7 +9,9 @@ those 10 times).
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
+import sys
 import threading
 from typing import Any
 
@@ -214,7 +216,12 @@ def _env() -> dict[str, Any]:
         path = dataset.ensure("small")
         kib = len(encode(export.order_detail(db.connect(path), FakeCatalog.from_db(path), 1), "json")) / 1024
         measured = lab01.measure_order(svc.url, 1, rounds=20).extra["server_timing_ms"]
-        _ENV.update(svc=svc, table=t, kib=kib, measured=measured)
+        # and three rows of the learner's own making, each the measured stage divided by its count: the rows a
+        # model "priced" with them reads (the grader measures none of them)
+        own = (Samples("my_query", "a query (mine)", "work", (measured["db"] / 2 * 1e6,) * 3),
+               Samples("my_catalog_call", "a catalog call (mine)", "io", (measured["catalog"] * 1e6,) * 3),
+               Samples("my_json_kib", "a KiB of JSON (mine)", "work", (measured["serialize"] / kib * 1e6,) * 3))
+        _ENV.update(svc=svc, table=LatencyTable((*t.rows, *own)), kib=kib, measured=measured)
     return _ENV
 
 
@@ -268,6 +275,60 @@ def reads_the_service(t: LatencyTable) -> dict[str, float]:
             "serialize_ms": st["serialize"]}
 
 
+def own_rows(t: LatencyTable) -> dict[str, float]:
+    """Count × row, with rows of its own: the learner's table holds rows it typed in (the measured stage over
+    its count), and the model prices each stage with one of them."""
+    ms = lambda key: t.median_ns(key) / 1e6  # noqa: E731
+    kib = _env()["kib"]
+    return {"queries": 2, "catalog_calls": 1, "db_ms": 2 * ms("my_query"), "catalog_ms": ms("my_catalog_call"),
+            "serialize_ms": kib * ms("my_json_kib")}
+
+
+def round_trips(t: LatencyTable) -> dict[str, float]:
+    """Count × row, with the wrong rows: a query and a KiB of JSON each priced as a loopback round trip."""
+    ms = lambda key: t.median_ns(key) / 1e6  # noqa: E731
+    return {"queries": 2, "catalog_calls": 1, "db_ms": 2 * ms("http_health"), "catalog_ms": ms("http_health"),
+            "serialize_ms": _env()["kib"] * ms("http_health")}
+
+
+def _faked_probe() -> list[tuple[Any, str, Any]]:
+    """The grader's HTTP probe replaced where it lives and where it is re-exported: the order's Server-Timing
+    stages come back as what ``round_trips`` says of the learner's table."""
+    from labkit import latency
+
+    network = sys.modules["labkit.latency.network"]
+    real = network.http_samples
+    said = round_trips(_env()["table"])
+
+    def http_samples(url: str, *paths: str, **kwargs: Any) -> Any:
+        out = real(url, *paths, **kwargs)
+        stages = {**out[0].extra.get("server_timing_ms", {}), **{s: said[f"{s}_ms"] for s in lab01.STAGES.values()}}
+        return (dataclasses.replace(out[0], extra={**out[0].extra, "server_timing_ms": stages}), *out[1:])
+
+    return [(network, "http_samples", http_samples), (latency, "http_samples", http_samples),
+            *[(lab01, n, http_samples) for n in ("http_samples", "_http_samples") if hasattr(lab01, n)]]
+
+
+def _patching(honest: Any, make: Any, name: str) -> Any:
+    """``honest`` behind patches made on its first call, undone (``cheat.undo``) after its grading."""
+    saved: list[tuple[Any, str, Any]] = []
+
+    def cheat(t: LatencyTable) -> Any:
+        if not saved:
+            for obj, attr, new in make():
+                saved.append((obj, attr, getattr(obj, attr)))
+                setattr(obj, attr, new)
+        return honest(t)
+
+    def undo() -> None:
+        for obj, attr, old in reversed(saved):
+            setattr(obj, attr, old)
+        saved.clear()
+
+    cheat.undo, cheat.__name__ = undo, name  # type: ignore[attr-defined]
+    return cheat
+
+
 GRADER_CASES = {
     "grade": lambda fn, experiment: lab01.check(fn, _env()["table"], experiment, url=_env()["svc"].url, rounds=15,
                                                 save=False),
@@ -281,9 +342,33 @@ GRADER_CASES = {
                "reads the service": reads_the_service,
                "call-count-gated": count_gated(reference, 8, fast=copied),
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
-               "always-equal": always_equal(reference), **malformed()},
+               "always-equal": always_equal(reference),
+               "prices with rows of its own": own_rows,
+               "replaces the HTTP probe": _patching(round_trips, _faked_probe, "fakes_http_samples"), **malformed()},
 }
 
 
 def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_answers():
     assert_grader(**GRADER_CASES)
+
+
+def test_the_reference_still_passes_with_the_http_probe_replaced():
+    cheat = _patching(reference, _faked_probe, "reference_behind_fakes")
+    try:
+        g = GRADER_CASES["grade"](cheat, planned())
+    finally:
+        cheat.undo()
+    assert g.passed, str(g)
+    from labkit.latency.network import http_samples
+
+    assert sys.modules["labkit.latency"].http_samples is http_samples
+
+
+def test_a_row_the_check_did_not_measure_does_not_count(fake_url):
+    # a row of the learner's own, priced count × row: it passes the table check, and fails where the rows are
+    # re-measured, saying which stage and which row
+    mine = LatencyTable((*table().rows, Samples("my_query", "mine", "work", (50_000,) * 3)))
+    napkin = lambda t: {**careful(t), "db_ms": 2 * t.median_ns("my_query") / 1e6}  # noqa: E731
+    g = lab01.check(napkin, mine, planned(), url=fake_url, rounds=3, save=False, seed=4)
+    assert [i.ok for i in g.items] == [True, True, True, False], str(g)
+    assert "db_ms priced with my_query, a row the check did not measure" in g.items[-1].message
