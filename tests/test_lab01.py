@@ -26,6 +26,7 @@ from graderkit import (
     memoised,
     subclassed,
 )
+from toolfakes import patching
 
 from labkit.exercises import lab01
 from labkit.latency import LatencyTable, Samples
@@ -309,26 +310,6 @@ def _faked_probe() -> list[tuple[Any, str, Any]]:
             *[(lab01, n, http_samples) for n in ("http_samples", "_http_samples") if hasattr(lab01, n)]]
 
 
-def _patching(honest: Any, make: Any, name: str) -> Any:
-    """``honest`` behind patches made on its first call, undone (``cheat.undo``) after its grading."""
-    saved: list[tuple[Any, str, Any]] = []
-
-    def cheat(t: LatencyTable) -> Any:
-        if not saved:
-            for obj, attr, new in make():
-                saved.append((obj, attr, getattr(obj, attr)))
-                setattr(obj, attr, new)
-        return honest(t)
-
-    def undo() -> None:
-        for obj, attr, old in reversed(saved):
-            setattr(obj, attr, old)
-        saved.clear()
-
-    cheat.undo, cheat.__name__ = undo, name  # type: ignore[attr-defined]
-    return cheat
-
-
 GRADER_CASES = {
     "grade": lambda fn, experiment: lab01.check(fn, _env()["table"], experiment, url=_env()["svc"].url, rounds=15,
                                                 save=False),
@@ -344,7 +325,7 @@ GRADER_CASES = {
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
                "always-equal": always_equal(reference),
                "prices with rows of its own": own_rows,
-               "replaces the HTTP probe": _patching(round_trips, _faked_probe, "fakes_http_samples"), **malformed()},
+               "replaces the HTTP probe": patching(round_trips, _faked_probe, "fakes_http_samples"), **malformed()},
 }
 
 
@@ -353,7 +334,7 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
 
 
 def test_the_reference_still_passes_with_the_http_probe_replaced():
-    cheat = _patching(reference, _faked_probe, "reference_behind_fakes")
+    cheat = patching(reference, _faked_probe, "reference_behind_fakes")
     try:
         g = GRADER_CASES["grade"](cheat, planned())
     finally:

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from graderkit import always_equal, assert_grader, lazy, malformed, subclassed
+from toolfakes import patching
 
 from labkit.exercises import lab07
 from labkit.learner.record import Experiment
@@ -83,26 +84,6 @@ def _faked_load_generator():
     return targets + [(lab07, n, run_) for n in ("run", "_run") if hasattr(lab07, n)]
 
 
-def _patching(honest, make, name):
-    """``honest`` behind patches made on its first call, undone (``cheat.undo``) after its grading."""
-    saved = []
-
-    def cheat(s):
-        if not saved:
-            for obj, attr, new in make():
-                saved.append((obj, attr, getattr(obj, attr)))
-                setattr(obj, attr, new)
-        return honest(s)
-
-    def undo():
-        for obj, attr, old in reversed(saved):
-            setattr(obj, attr, old)
-        saved.clear()
-
-    cheat.undo, cheat.__name__ = undo, name
-    return cheat
-
-
 class _Loud:
     def __repr__(self):
         raise RuntimeError("no repr")
@@ -124,7 +105,7 @@ GRADER_CASES = {
                "over-provisioned": over_provisioned, "a list and a bool": as_a_list,
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
                "always-equal": always_equal(reference),
-               "replaces the load generator": _patching(wrong, _faked_load_generator, "fakes_labkit_load"),
+               "replaces the load generator": patching(wrong, _faked_load_generator, "fakes_labkit_load"),
                **{k: v for k, v in malformed().items() if k in ("malformed: raising dunders", "malformed: SystemExit")}},
 }
 
@@ -169,7 +150,7 @@ def test_what_the_plan_is_told_names_neither_the_band_nor_the_single_request_tim
 @pytest.mark.slow
 def test_the_reference_still_passes_with_the_load_generator_replaced():
     # the grader measures with the tools it bound at import: faking them changes no verdict
-    cheat = _patching(reference, _faked_load_generator, "reference_behind_fakes")
+    cheat = patching(reference, _faked_load_generator, "reference_behind_fakes")
     try:
         g = lab07.check(cheat, _experiment(), capacity_s=1.0, objective_s=2.5, save=False)
     finally:
