@@ -65,8 +65,9 @@ def as_a_list(s):
 
 def _faked_load_generator():
     """The tools the grader measures with, replaced (``labkit.load.run`` where it lives and where it is re-exported,
-    ``busy_note``): every run reports requests ten times faster, and a flat-out run a pool's worth slower — what
-    makes a capacity that ignores the pool and a pool with no headroom look right."""
+    ``busy_note``): a run of single requests reports them ten times slower (the grader's W, which bounds the pool
+    and sets the objective), a run at the target rate ten times faster — what makes an over-provisioned pool look
+    sized."""
     import labkit.load
 
     runner, render = sys.modules["labkit.load._runner"], sys.modules["labkit.load.render"]
@@ -74,10 +75,11 @@ def _faked_load_generator():
 
     def run_(url, *args, **kwargs):
         r = real(url, *args, **kwargs)
-        scale = 1 / 10 if kwargs.get("rate") else 1.0
-        concurrency = kwargs.get("concurrency") or 1
-        rate = r.achieved_rate / max(1, concurrency // 3)
-        return dataclasses.replace(r, samples_ns=r.samples_ns * scale, achieved_rate=rate)
+        if kwargs.get("rate"):
+            return dataclasses.replace(r, samples_ns=r.samples_ns / 10, service_ns=r.service_ns / 10)
+        if (kwargs.get("concurrency") or 1) == 1:
+            return dataclasses.replace(r, samples_ns=r.samples_ns * 10, service_ns=r.service_ns * 10)
+        return r
 
     targets = [(runner, "run", run_), (labkit.load, "run", run_), (render, "busy_note", lambda r: None),
                (labkit.load, "busy_note", lambda r: None)]
@@ -105,7 +107,7 @@ GRADER_CASES = {
                "over-provisioned": over_provisioned, "a list and a bool": as_a_list,
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
                "always-equal": always_equal(reference),
-               "replaces the load generator": patching(wrong, _faked_load_generator, "fakes_labkit_load"),
+               "replaces the load generator": patching(over_provisioned, _faked_load_generator, "fakes_labkit_load"),
                **{k: v for k, v in malformed().items() if k in ("malformed: raising dunders", "malformed: SystemExit")}},
 }
 
