@@ -102,6 +102,33 @@ def _private_copy() -> Any:
     return cheat
 
 
+def _items_in_two_halves(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[dict[str, Any]]:
+    """Within the query budget, but one shape run twice (the even orders' items, then the odd ones'): the shape
+    detector's to catch."""
+    from labkit.toyshop.db import NotFoundError
+
+    if conn.execute("SELECT 1 FROM customers WHERE id = ?", (customer_id,)).fetchone() is None:
+        raise NotFoundError(f"no customer with id {customer_id}")
+    orders = [{"id": r[0], "created_at": r[1], "status": r[2], "currency": r[3], "shipping_cents": r[4],
+               "total_cents": r[5], "customer_id": r[6], "items": []}
+              for r in conn.execute("SELECT id, created_at, status, currency, shipping_cents, total_cents, customer_id "
+                                    "FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC",
+                                    (customer_id,))]
+    by_id = {o["id"]: o for o in orders}
+    items = [r for half in (0, 1) for r in conn.execute(
+        "SELECT i.order_id, i.line_no, i.product_id, p.sku, p.name, i.quantity, i.unit_price_cents FROM order_items i "
+        "JOIN orders o ON o.id = i.order_id JOIN products p ON p.id = i.product_id WHERE o.customer_id = ? AND "
+        "i.order_id % 2 = ? ORDER BY i.order_id, i.line_no", (customer_id, half))]
+    items.sort(key=lambda r: (r[0], r[1]))
+    pids = list(dict.fromkeys(r[2] for r in items))
+    details = catalog.get_many(pids) if pids else {}
+    for oid, line_no, pid, sku, name, qty, unit in items:
+        by_id[oid]["items"].append({"line_no": line_no, "product_id": pid, "sku": sku, "name": name, "quantity": qty,
+                                    "unit_price_cents": unit, "line_total_cents": qty * unit,
+                                    "product": details.get(pid)})
+    return orders
+
+
 def _faked_tools() -> list[tuple[Any, str, Any]]:
     """The grader's tools replaced where they live and where they are re-exported: the shape detector sees every
     statement as a shape of its own (no N+1 to find), and a catalog client made from here on never sleeps."""
@@ -157,7 +184,7 @@ GRADER_CASES = {
                "reads the fake's store": _reads_the_store,
                "mutates the catalog client": mutating(lab02.baseline, _no_delay),
                "reads a private copy of the dataset": _private_copy(),
-               "replaces the shape detector and the catalog": patching(lab02.baseline, _faked_tools, "fakes_tools")},
+               "replaces the shape detector and the catalog": patching(_items_in_two_halves, _faked_tools, "fakes_tools")},
 }
 
 
@@ -206,6 +233,11 @@ def test_the_catalog_changes_during_the_check_so_a_private_copy_fails() -> None:
     assert "['product']" in result.items[0].message, str(result)
     passed = lab02.check(reference_history, planned(), rounds=4, save=False)
     assert passed.passed and "products changed in the catalog meanwhile" in passed.items[0].message
+
+
+def test_a_shape_run_twice_is_an_n_plus_one_suspect() -> None:
+    result = lab02.check(_items_in_two_halves, planned(), rounds=4, save=False)
+    assert not result.passed and "N+1 suspect: 2×" in result.items[-1].message, str(result)
 
 
 def test_the_reference_still_passes_with_the_grader_s_tools_replaced() -> None:
