@@ -26,7 +26,7 @@ from graderkit import (
     memoised,
     subclassed,
 )
-from toolfakes import patching
+from toolfakes import entries, patching
 
 from labkit.exercises import lab01
 from labkit.latency import LatencyTable, Samples
@@ -212,7 +212,7 @@ def _env() -> dict[str, Any]:
         from labkit.toyshop.core.encoding import encode
 
         svc = service.start(size="small")
-        quick = latency.table(quick=True, include={"json", "sqlite", "context_switch"}, progress=False)
+        quick = latency.table(quick=True, include={"json", "sqlite", "context_switch", "python"}, progress=False)
         t = LatencyTable((*quick.rows, network.http_health(quick=True, url=svc.url)))
         path = dataset.ensure("small")
         kib = len(encode(export.order_detail(db.connect(path), FakeCatalog.from_db(path), 1), "json")) / 1024
@@ -285,28 +285,32 @@ def own_rows(t: LatencyTable) -> dict[str, float]:
             "serialize_ms": kib * ms("my_json_kib")}
 
 
-def round_trips(t: LatencyTable) -> dict[str, float]:
-    """Count × row, with the wrong rows: a query and a KiB of JSON each priced as a loopback round trip."""
-    ms = lambda key: t.median_ns(key) / 1e6  # noqa: E731
-    return {"queries": 2, "catalog_calls": 1, "db_ms": 2 * ms("http_health"), "catalog_ms": ms("http_health"),
-            "serialize_ms": _env()["kib"] * ms("http_health")}
+def priced_as_a_dict_read(t: LatencyTable) -> dict[str, float]:
+    """Count × row, with a wrong row: a query priced as a Python dict lookup (a thousand times too cheap)."""
+    return {**reference(t), "db_ms": 2 * t.median_ns("python_dict") / 1e6}
 
 
-def _faked_probe() -> list[tuple[Any, str, Any]]:
-    """The grader's HTTP probe replaced where it lives and where it is re-exported: the order's Server-Timing
-    stages come back as what ``round_trips`` says of the learner's table."""
+def _faked_probes() -> list[tuple[Any, str, Any]]:
+    """The grader's measuring tools replaced where they live and where they are re-exported: the HTTP probe
+    (``labkit.latency.network.http_samples``) and the row probes (``labkit.latency.ladder.PROBES``), whose
+    re-measured ``python_dict`` row comes back as long as half the order's measured db stage — what makes a
+    query priced as a dict read look right."""
     from labkit import latency
 
-    network = sys.modules["labkit.latency.network"]
-    real = network.http_samples
-    said = round_trips(_env()["table"])
+    network, ladder = sys.modules["labkit.latency.network"], sys.modules["labkit.latency.ladder"]
+    real_http, (produced, real_probe) = network.http_samples, ladder.PROBES["python"]
+    half_db_ns = _env()["measured"]["db"] / 2 * 1e6
 
     def http_samples(url: str, *paths: str, **kwargs: Any) -> Any:
-        out = real(url, *paths, **kwargs)
-        stages = {**out[0].extra.get("server_timing_ms", {}), **{s: said[f"{s}_ms"] for s in lab01.STAGES.values()}}
-        return (dataclasses.replace(out[0], extra={**out[0].extra, "server_timing_ms": stages}), *out[1:])
+        return real_http(url, *paths, **kwargs)
+
+    def probe(*args: Any) -> Any:
+        rows = real_probe(*args)
+        return tuple(dataclasses.replace(r, samples_ns=(half_db_ns,) * len(r.samples_ns)) if r.key == "python_dict"
+                     else r for r in rows)
 
     return [(network, "http_samples", http_samples), (latency, "http_samples", http_samples),
+            (entries(ladder.PROBES), "python", (produced, probe)),
             *[(lab01, n, http_samples) for n in ("http_samples", "_http_samples") if hasattr(lab01, n)]]
 
 
@@ -325,7 +329,7 @@ GRADER_CASES = {
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
                "always-equal": always_equal(reference),
                "prices with rows of its own": own_rows,
-               "replaces the HTTP probe": patching(round_trips, _faked_probe, "fakes_http_samples"), **malformed()},
+               "replaces the row probes": patching(priced_as_a_dict_read, _faked_probes, "fakes_the_probes"), **malformed()},
 }
 
 
@@ -333,8 +337,8 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
     assert_grader(**GRADER_CASES)
 
 
-def test_the_reference_still_passes_with_the_http_probe_replaced():
-    cheat = patching(reference, _faked_probe, "reference_behind_fakes")
+def test_the_reference_still_passes_with_the_probes_replaced():
+    cheat = patching(reference, _faked_probes, "reference_behind_fakes")
     try:
         g = GRADER_CASES["grade"](cheat, planned())
     finally:

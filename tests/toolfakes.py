@@ -35,6 +35,19 @@ def patching(honest: Callable[..., Any], make: Callable[[], list[Patch]], name: 
     return cheat
 
 
+class entries:  # noqa: N801 — reads as what it wraps: entries(PROBES)
+    """A mapping's entries as attributes, so :func:`patching` can replace (and restore) ``mapping[key]``."""
+
+    def __init__(self, mapping: Any) -> None:
+        object.__setattr__(self, "_mapping", mapping)
+
+    def __getattr__(self, key: str) -> Any:
+        return self._mapping[key]
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self._mapping[key] = value
+
+
 def fewer_allocations(honest: Callable[..., Any], *labs: Any) -> Callable[..., Any]:
     """``honest`` behind a replaced allocation census (``labkit.alloc.census.Census``, ``labkit.alloc.Census`` and
     the labs' names for it): a census whose window holds a call of the cheat counts ten times fewer allocator
