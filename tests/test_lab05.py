@@ -60,17 +60,24 @@ def _experiment():
                            "directly: the encode should take about a tenth of the time.", predicted_ratio=0.1)
 
 
-def _one_item_orders():
+def _padded_for_the_baseline():
     """The tool that builds the graded orders replaced where it lives (``labkit.toyshop.export.order_detail``) and
-    under the lab's names: every order comes back with one item, the smallest timed inputs there are."""
+    under the lab's names: every other order it builds from then on — the first of a pair, the baseline's —
+    carries a long note in each product, a field the courier view drops: the baseline's side of a pair looks
+    bigger and slower than it is."""
     import sys
 
     export = sys.modules["labkit.toyshop.export"]
-    real = export.order_detail
+    real, made = export.order_detail, [0]
 
     def order_detail(*args, **kwargs):
         order = real(*args, **kwargs)
-        return {**order, "items": order["items"][:1]}
+        made[0] += 1
+        if made[0] % 2:
+            for item in order["items"]:
+                if item["product"] is not None:
+                    item["product"] = {**item["product"], "note": "x" * 20_000}
+        return order
 
     return [(export, "order_detail", order_detail),
             *[(lab05, n, order_detail) for n in ("order_detail", "_order_detail") if hasattr(lab05, n)]]
@@ -88,7 +95,7 @@ GRADER_CASES = {
                "precomputed for the dataset": hard_coded(reference, every_dataset_order(), key=lambda o: o["id"],
                                                          fallback=slow_but_right),
                "bytes that lie": Lies,
-               "replaces the order builder": patching(slow_but_right, _one_item_orders, "fakes_order_detail")},
+               "replaces the order builder": patching(slow_but_right, _padded_for_the_baseline, "fakes_order_detail")},
 }
 
 
@@ -145,7 +152,14 @@ def test_refusals_name_what_to_pass_and_hint_3_is_not_the_answer():
 
 
 def test_the_reference_still_passes_with_the_order_builder_replaced():
-    cheat = patching(reference, _one_item_orders, "reference_behind_fakes")
+    cheat = GRADER_CASES["cheats"]["replaces the order builder"]
+    try:
+        grade = lab05.check(cheat, "json", _experiment(), rounds=6, save=False)
+    finally:
+        cheat.undo()
+    bad = [i for i in grade.items if not i.ok]
+    assert bad and bad[0].criterion == "speed", str(grade)  # timed on the orders the grader built
+    cheat = patching(reference, _padded_for_the_baseline, "reference_behind_fakes")
     try:
         grade = lab05.check(cheat, "json", _experiment(), rounds=6, save=False)
     finally:
