@@ -9,7 +9,9 @@ those 10 times).
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
+import sys
 import threading
 from typing import Any
 
@@ -24,6 +26,7 @@ from graderkit import (
     memoised,
     subclassed,
 )
+from toolfakes import entries, patching
 
 from labkit.exercises import lab01
 from labkit.latency import LatencyTable, Samples
@@ -209,12 +212,17 @@ def _env() -> dict[str, Any]:
         from labkit.toyshop.core.encoding import encode
 
         svc = service.start(size="small")
-        quick = latency.table(quick=True, include={"json", "sqlite", "context_switch"}, progress=False)
+        quick = latency.table(quick=True, include={"json", "sqlite", "context_switch", "python"}, progress=False)
         t = LatencyTable((*quick.rows, network.http_health(quick=True, url=svc.url)))
         path = dataset.ensure("small")
         kib = len(encode(export.order_detail(db.connect(path), FakeCatalog.from_db(path), 1), "json")) / 1024
         measured = lab01.measure_order(svc.url, 1, rounds=20).extra["server_timing_ms"]
-        _ENV.update(svc=svc, table=t, kib=kib, measured=measured)
+        # and three rows of the learner's own making, each the measured stage divided by its count: the rows a
+        # model "priced" with them reads (the grader measures none of them)
+        own = (Samples("my_query", "a query (mine)", "work", (measured["db"] / 2 * 1e6,) * 3),
+               Samples("my_catalog_call", "a catalog call (mine)", "io", (measured["catalog"] * 1e6,) * 3),
+               Samples("my_json_kib", "a KiB of JSON (mine)", "work", (measured["serialize"] / kib * 1e6,) * 3))
+        _ENV.update(svc=svc, table=LatencyTable((*t.rows, *own)), kib=kib, measured=measured)
     return _ENV
 
 
@@ -268,6 +276,44 @@ def reads_the_service(t: LatencyTable) -> dict[str, float]:
             "serialize_ms": st["serialize"]}
 
 
+def own_rows(t: LatencyTable) -> dict[str, float]:
+    """Count × row, with rows of its own: the learner's table holds rows it typed in (the measured stage over
+    its count), and the model prices each stage with one of them."""
+    ms = lambda key: t.median_ns(key) / 1e6  # noqa: E731
+    kib = _env()["kib"]
+    return {"queries": 2, "catalog_calls": 1, "db_ms": 2 * ms("my_query"), "catalog_ms": ms("my_catalog_call"),
+            "serialize_ms": kib * ms("my_json_kib")}
+
+
+def priced_as_a_dict_read(t: LatencyTable) -> dict[str, float]:
+    """Count × row, with a wrong row: a query priced as a Python dict lookup (a thousand times too cheap)."""
+    return {**reference(t), "db_ms": 2 * t.median_ns("python_dict") / 1e6}
+
+
+def _faked_probes() -> list[tuple[Any, str, Any]]:
+    """The grader's measuring tools replaced where they live and where they are re-exported: the HTTP probe
+    (``labkit.latency.network.http_samples``) and the row probes (``labkit.latency.ladder.PROBES``), whose
+    re-measured ``python_dict`` row comes back as long as half the order's measured db stage — what makes a
+    query priced as a dict read look right."""
+    from labkit import latency
+
+    network, ladder = sys.modules["labkit.latency.network"], sys.modules["labkit.latency.ladder"]
+    real_http, (produced, real_probe) = network.http_samples, ladder.PROBES["python"]
+    half_db_ns = _env()["measured"]["db"] / 2 * 1e6
+
+    def http_samples(url: str, *paths: str, **kwargs: Any) -> Any:
+        return real_http(url, *paths, **kwargs)
+
+    def probe(*args: Any) -> Any:
+        rows = real_probe(*args)
+        return tuple(dataclasses.replace(r, samples_ns=(half_db_ns,) * len(r.samples_ns)) if r.key == "python_dict"
+                     else r for r in rows)
+
+    return [(network, "http_samples", http_samples), (latency, "http_samples", http_samples),
+            (entries(ladder.PROBES), "python", (produced, probe)),
+            *[(lab01, n, http_samples) for n in ("http_samples", "_http_samples") if hasattr(lab01, n)]]
+
+
 GRADER_CASES = {
     "grade": lambda fn, experiment: lab01.check(fn, _env()["table"], experiment, url=_env()["svc"].url, rounds=15,
                                                 save=False),
@@ -281,9 +327,33 @@ GRADER_CASES = {
                "reads the service": reads_the_service,
                "call-count-gated": count_gated(reference, 8, fast=copied),
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
-               "always-equal": always_equal(reference), **malformed()},
+               "always-equal": always_equal(reference),
+               "prices with rows of its own": own_rows,
+               "replaces the row probes": patching(priced_as_a_dict_read, _faked_probes, "fakes_the_probes"), **malformed()},
 }
 
 
 def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_answers():
     assert_grader(**GRADER_CASES)
+
+
+def test_the_reference_still_passes_with_the_probes_replaced():
+    cheat = patching(reference, _faked_probes, "reference_behind_fakes")
+    try:
+        g = GRADER_CASES["grade"](cheat, planned())
+    finally:
+        cheat.undo()
+    assert g.passed, str(g)
+    from labkit.latency.network import http_samples
+
+    assert sys.modules["labkit.latency"].http_samples is http_samples
+
+
+def test_a_row_the_check_did_not_measure_does_not_count(fake_url):
+    # a row of the learner's own, priced count × row: it passes the table check, and fails where the rows are
+    # re-measured, saying which stage and which row
+    mine = LatencyTable((*table().rows, Samples("my_query", "mine", "work", (50_000,) * 3)))
+    napkin = lambda t: {**careful(t), "db_ms": 2 * t.median_ns("my_query") / 1e6}  # noqa: E731
+    g = lab01.check(napkin, mine, planned(), url=fake_url, rounds=3, save=False, seed=4)
+    assert [i.ok for i in g.items] == [True, True, True, False], str(g)
+    assert "db_ms priced with my_query, a row the check did not measure" in g.items[-1].message

@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import sys
 from typing import Any
 
 import pytest
 from graderkit import assert_grader, hard_coded, memoised, mutating, standard_cheats
+from toolfakes import patching
 
 from labkit.exercises import lab02
 
@@ -79,6 +81,76 @@ def _reads_the_store(conn: sqlite3.Connection, catalog: Any, customer_id: int) -
     return reference_history(conn, Local(), customer_id)
 
 
+def _private_copy() -> Any:
+    """Reads a private copy of the dataset: the products loaded once from the file the lab reads, then every
+    history answered from it — the catalog's round trips skipped."""
+    from labkit.toyshop import dataset
+    from labkit.toyshop.productstore import load_products
+
+    kept: dict[int, Any] = {}
+
+    class Copy:
+        def get_many(self, ids: Any) -> Any:
+            return {i: kept[i] for i in ids if i in kept}
+
+    def cheat(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[dict[str, Any]]:
+        if not kept:
+            kept.update(load_products(dataset.ensure("small")))
+        return reference_history(conn, Copy(), customer_id)
+
+    cheat.__name__ = "private_copy"
+    return cheat
+
+
+def _items_in_two_halves(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[dict[str, Any]]:
+    """Within the query budget, but one shape run twice (the even orders' items, then the odd ones'): the shape
+    detector's to catch."""
+    from labkit.toyshop.db import NotFoundError
+
+    if conn.execute("SELECT 1 FROM customers WHERE id = ?", (customer_id,)).fetchone() is None:
+        raise NotFoundError(f"no customer with id {customer_id}")
+    orders = [{"id": r[0], "created_at": r[1], "status": r[2], "currency": r[3], "shipping_cents": r[4],
+               "total_cents": r[5], "customer_id": r[6], "items": []}
+              for r in conn.execute("SELECT id, created_at, status, currency, shipping_cents, total_cents, customer_id "
+                                    "FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC",
+                                    (customer_id,))]
+    by_id = {o["id"]: o for o in orders}
+    items = [r for half in (0, 1) for r in conn.execute(
+        "SELECT i.order_id, i.line_no, i.product_id, p.sku, p.name, i.quantity, i.unit_price_cents FROM order_items i "
+        "JOIN orders o ON o.id = i.order_id JOIN products p ON p.id = i.product_id WHERE o.customer_id = ? AND "
+        "i.order_id % 2 = ? ORDER BY i.order_id, i.line_no", (customer_id, half))]
+    items.sort(key=lambda r: (r[0], r[1]))
+    pids = list(dict.fromkeys(r[2] for r in items))
+    details = catalog.get_many(pids) if pids else {}
+    for oid, line_no, pid, sku, name, qty, unit in items:
+        by_id[oid]["items"].append({"line_no": line_no, "product_id": pid, "sku": sku, "name": name, "quantity": qty,
+                                    "unit_price_cents": unit, "line_total_cents": qty * unit,
+                                    "product": details.get(pid)})
+    return orders
+
+
+def _faked_tools() -> list[tuple[Any, str, Any]]:
+    """The grader's tools replaced where they live and where they are re-exported: the shape detector sees every
+    statement as a shape of its own (no N+1 to find), and a catalog client made from here on never sleeps."""
+    import labkit.nplusone
+    from labkit.toyshop import catalog
+
+    shapes = sys.modules["labkit.nplusone.shapes"]
+    seen = iter(range(10**9))
+
+    def unique(sql: str) -> str:
+        return f"{sql} /* {next(seen)} */"
+
+    class Quick(catalog.FakeCatalog):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "delay_ms": 0.0})
+
+    out = [(shapes, "normalise_sql", unique), (labkit.nplusone, "normalise_sql", unique),
+           (catalog, "FakeCatalog", Quick)]
+    return out + [(lab02, n, new) for n, new in (("_normalise_sql", unique), ("_FakeCatalog", Quick))
+                  if hasattr(lab02, n)]
+
+
 def _no_delay(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> None:
     for target, attr in ((catalog, "delay_ms"), (catalog, "batch_size")):
         with contextlib.suppress(AttributeError, TypeError):
@@ -110,7 +182,9 @@ GRADER_CASES = {
                "unhooks the query meter": mutating(lab02.baseline, lambda conn, *_: conn.set_trace_callback(None)),
                "queries on its own connection": _own_connection,
                "reads the fake's store": _reads_the_store,
-               "mutates the catalog client": mutating(lab02.baseline, _no_delay)},
+               "mutates the catalog client": mutating(lab02.baseline, _no_delay),
+               "reads a private copy of the dataset": _private_copy(),
+               "replaces the shape detector and the catalog": patching(_items_in_two_halves, _faked_tools, "fakes_tools")},
 }
 
 
@@ -139,9 +213,11 @@ def test_a_precomputed_answer_for_every_dataset_customer_fails_on_customers_made
     result = lab02.check(cheat, planned(), rounds=4, save=False)
     assert not result.passed and result.items[0].criterion == "correctness"
     # it fails on whichever case the shuffled order reaches first that it could not precompute: a customer
-    # made for the check (a wrong answer) or the unknown id (an answer where NotFoundError belongs)
+    # made for the check (a wrong answer), the unknown id (an answer where NotFoundError belongs), or a dataset
+    # customer whose products the catalog changed since (the product's fields differ)
     who = int(re.search(r"on customer (\d+)", result.items[0].message).group(1))
-    assert who not in {case[-1] for case in _dataset_customers()}, result.items[0].message
+    assert who not in {case[-1] for case in _dataset_customers()} or "['product']" in result.items[0].message, \
+        result.items[0].message
 
 
 def test_the_meter_cannot_be_unhooked_nor_the_store_read() -> None:
@@ -149,6 +225,31 @@ def test_the_meter_cannot_be_unhooked_nor_the_store_read() -> None:
     assert not unhooked.passed and "unhooked" in unhooked.items[-1].message
     store = lab02.check(_reads_the_store, planned(), rounds=4, save=False)
     assert not store.passed and "AttributeError" in store.items[0].message
+
+
+def test_the_catalog_changes_during_the_check_so_a_private_copy_fails() -> None:
+    result = lab02.check(_private_copy(), planned(), rounds=4, save=False)
+    assert not result.passed and result.items[0].criterion == "correctness", str(result)
+    assert "['product']" in result.items[0].message, str(result)
+    passed = lab02.check(reference_history, planned(), rounds=4, save=False)
+    assert passed.passed and "products changed in the catalog meanwhile" in passed.items[0].message
+
+
+def test_a_shape_run_twice_is_an_n_plus_one_suspect() -> None:
+    result = lab02.check(_items_in_two_halves, planned(), rounds=4, save=False)
+    assert not result.passed and "N+1 suspect: 2×" in result.items[-1].message, str(result)
+
+
+def test_the_reference_still_passes_with_the_grader_s_tools_replaced() -> None:
+    cheat = patching(reference_history, _faked_tools, "reference_behind_fakes")
+    try:
+        result = lab02.check(cheat, planned(), rounds=4, save=False)
+    finally:
+        cheat.undo()
+    assert result.passed, str(result)
+    from labkit.nplusone.shapes import normalise_sql
+
+    assert sys.modules["labkit.nplusone.shapes"].normalise_sql is normalise_sql
 
 
 def test_a_connection_or_catalog_passed_in_is_ignored_and_said_so() -> None:

@@ -3,9 +3,12 @@ answer, careless reuse and a missing prediction fail."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from graderkit import assert_grader, hard_coded, standard_cheats
+from toolfakes import fewer_allocations
 
 from labkit.exercises import lab03
 from labkit.learner.record import Experiment
@@ -54,7 +57,8 @@ GRADER_CASES = {
     "cheats": {**standard_cheats(lab03.baseline, lab03, wrong=_wrong, size=lambda demand, *_: demand.size,
                                  at_least=20_000, honest_calls=15),
                "hard-coded": hard_coded(lab03.baseline, _SEEN, fallback=lab03.baseline),
-               "hard-coded, no fallback": hard_coded(lab03.baseline, _SEEN)},
+               "hard-coded, no fallback": hard_coded(lab03.baseline, _SEEN),
+               "replaces the allocation census": fewer_allocations(lab03.baseline, lab03)},
 }
 
 
@@ -136,3 +140,22 @@ def test_make_input_is_deterministic_and_int64():
     a, b = lab03.make_input(7, 5, 3), lab03.make_input(7, 5, 3)
     assert all(np.array_equal(x, y) and x.dtype == np.int64 for x, y in zip(a, b, strict=True))
     assert a[0].shape == (5, 3) and a[1].shape == (3,)
+
+
+def test_a_faked_census_changes_no_verdict():
+    # the census replaced where it lives: the grader's meter, bound at import, still counts the cheat's every call
+    cheat = GRADER_CASES["cheats"]["replaces the allocation census"]
+    try:
+        result = lab03.check(cheat, planned(), rounds=4, save=False)
+    finally:
+        cheat.undo()
+    assert not result.passed and result.items[-1].criterion == "budget", str(result)
+    honest = fewer_allocations(lab03.EXERCISE._solution, lab03)
+    try:
+        result = lab03.check(honest, planned(), rounds=4, save=False)
+    finally:
+        honest.undo()
+    assert result.passed, str(result)
+    from labkit.alloc import Census
+
+    assert sys.modules["labkit.alloc.census"].Census is Census

@@ -11,6 +11,7 @@ from graderkit import (
     hard_coded,
     standard_cheats,
 )
+from toolfakes import patching
 
 from labkit.exercises import lab05
 from labkit.learner.record import Experiment
@@ -59,6 +60,29 @@ def _experiment():
                            "directly: the encode should take about a tenth of the time.", predicted_ratio=0.1)
 
 
+def _padded_for_the_baseline():
+    """The tool that builds the graded orders replaced where it lives (``labkit.toyshop.export.order_detail``) and
+    under the lab's names: every other order it builds from then on — the first of a pair, the baseline's —
+    carries a long note in each product, a field the courier view drops: the baseline's side of a pair looks
+    bigger and slower than it is."""
+    import sys
+
+    export = sys.modules["labkit.toyshop.export"]
+    real, made = export.order_detail, [0]
+
+    def order_detail(*args, **kwargs):
+        order = real(*args, **kwargs)
+        made[0] += 1
+        if made[0] % 2:
+            for item in order["items"]:
+                if item["product"] is not None:
+                    item["product"] = {**item["product"], "note": "x" * 20_000}
+        return order
+
+    return [(export, "order_detail", order_detail),
+            *[(lab05, n, order_detail) for n in ("order_detail", "_order_detail") if hasattr(lab05, n)]]
+
+
 GRADER_CASES = {
     "grade": lambda fn, experiment: lab05.check(fn, "json", experiment, rounds=6, save=False),
     "experiment": _experiment,
@@ -70,7 +94,8 @@ GRADER_CASES = {
                                  honest_calls=10),
                "precomputed for the dataset": hard_coded(reference, every_dataset_order(), key=lambda o: o["id"],
                                                          fallback=slow_but_right),
-               "bytes that lie": Lies},
+               "bytes that lie": Lies,
+               "replaces the order builder": patching(slow_but_right, _padded_for_the_baseline, "fakes_order_detail")},
 }
 
 
@@ -124,3 +149,20 @@ def test_refusals_name_what_to_pass_and_hint_3_is_not_the_answer():
     view = lab05.courier_view(lab05.load_order(1))
     assert set(view) == {"id", "status", "currency", "total_cents", "items"}
     assert "orjson.dumps(courier_view" not in lab05.hint(3)
+
+
+def test_the_reference_still_passes_with_the_order_builder_replaced():
+    cheat = GRADER_CASES["cheats"]["replaces the order builder"]
+    try:
+        grade = lab05.check(cheat, "json", _experiment(), rounds=6, save=False)
+    finally:
+        cheat.undo()
+    bad = [i for i in grade.items if not i.ok]
+    assert bad and bad[0].criterion == "speed", str(grade)  # timed on the orders the grader built
+    cheat = patching(reference, _padded_for_the_baseline, "reference_behind_fakes")
+    try:
+        grade = lab05.check(cheat, "json", _experiment(), rounds=6, save=False)
+    finally:
+        cheat.undo()
+    assert grade.passed, str(grade)
+    assert all(len(o["items"]) >= 4 for o in (lab05.load_order(i) for i in lab05._source()[2][:3]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from graderkit import (
     mutating,
     standard_cheats,
 )
+from toolfakes import fewer_allocations
 
 from labkit.exercises import lab06
 from labkit.learner.record import Experiment
@@ -90,6 +92,7 @@ GRADER_CASES = {
                                  at_least=lab06.TIMED_ORDERS),
                "hard-coded": hard_coded(lab06.baseline, _SEEN, fallback=lab06.baseline),
                "hard-coded, no fallback": hard_coded(lab06.baseline, _SEEN),
+               "replaces the allocation census": fewer_allocations(lab06.baseline, lab06),
                "cleans in place": in_place,
                "mutates its input first": mutating(lab06.baseline, _cleans_in_place)},
 }
@@ -151,3 +154,22 @@ def test_not_a_function_is_refused_and_hints_and_solution_follow_the_kit():
     assert "Hint 1 of 3" in lab06.hint(1) and "profile" in lab06.hint(1)
     lab06.check(_no_discount, _experiment(), rounds=4, seed=5, save=False)
     assert "def _reference" in lab06.solution()
+
+
+def test_a_faked_census_changes_no_verdict():
+    # the census replaced where it lives: the grader's meter, bound at import, still counts the cheat's every call
+    cheat = GRADER_CASES["cheats"]["replaces the allocation census"]
+    try:
+        result = lab06.check(cheat, _experiment(), rounds=4, save=False)
+    finally:
+        cheat.undo()
+    assert not result.passed and result.items[-1].criterion == "budget", str(result)
+    honest = fewer_allocations(lab06.EXERCISE._solution, lab06)
+    try:
+        result = lab06.check(honest, _experiment(), rounds=4, save=False)
+    finally:
+        honest.undo()
+    assert result.passed, str(result)
+    from labkit.alloc import Census
+
+    assert sys.modules["labkit.alloc.census"].Census is Census

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import statistics
+import sys
 
 import pytest
 from graderkit import always_equal, assert_grader, lazy, malformed, subclassed
+from toolfakes import patching
 
 from labkit.exercises import lab07
 from labkit.learner.record import Experiment
@@ -60,6 +63,29 @@ def as_a_list(s):
     return [capacity, True]
 
 
+def _faked_load_generator():
+    """The tools the grader measures with, replaced (``labkit.load.run`` where it lives and where it is re-exported,
+    ``busy_note``): a run of single requests reports them ten times slower (the grader's W, which bounds the pool
+    and sets the objective), a run at the target rate ten times faster — what makes an over-provisioned pool look
+    sized."""
+    import labkit.load
+
+    runner, render = sys.modules["labkit.load._runner"], sys.modules["labkit.load.render"]
+    real = runner.run
+
+    def run_(url, *args, **kwargs):
+        r = real(url, *args, **kwargs)
+        if kwargs.get("rate"):
+            return dataclasses.replace(r, samples_ns=r.samples_ns / 10, service_ns=r.service_ns / 10)
+        if (kwargs.get("concurrency") or 1) == 1:
+            return dataclasses.replace(r, samples_ns=r.samples_ns * 10, service_ns=r.service_ns * 10)
+        return r
+
+    targets = [(runner, "run", run_), (labkit.load, "run", run_), (render, "busy_note", lambda r: None),
+               (labkit.load, "busy_note", lambda r: None)]
+    return targets + [(lab07, n, run_) for n in ("run", "_run") if hasattr(lab07, n)]
+
+
 class _Loud:
     def __repr__(self):
         raise RuntimeError("no repr")
@@ -81,6 +107,7 @@ GRADER_CASES = {
                "over-provisioned": over_provisioned, "a list and a bool": as_a_list,
                "lazy answer": lazy(reference), "subclassed answer": subclassed(reference),
                "always-equal": always_equal(reference),
+               "replaces the load generator": patching(over_provisioned, _faked_load_generator, "fakes_labkit_load"),
                **{k: v for k, v in malformed().items() if k in ("malformed: raising dunders", "malformed: SystemExit")}},
 }
 
@@ -90,39 +117,48 @@ def test_grader_passes_the_reference_and_fails_the_baseline_cheats_and_wrong_ans
     assert_grader(**GRADER_CASES)
 
 
-def test_the_two_deployments_come_from_bands_no_single_answer_fits():
+def test_the_two_deployments_come_from_two_bands_drawn_per_grading_no_single_answer_fits():
     # GIVEN many draws
     draws = [lab07.draw(seed) for seed in range(300)]
+    pairs = {(a.band, b.band) for a, b in draws}
+    # THEN two different bands each time, and every ordered pair of bands occurs: not always one near, one far
+    assert all(a != b for a, b in pairs) and len(pairs) == len(lab07.BANDS) * (len(lab07.BANDS) - 1)
+    # one pool for both deployments; capacity ≈ pool / (delay + the request's own work): adjacent bands stay
+    # more than 1.5² apart even if the work were 0 or as long as 3 ms, so one capacity within 1.5× of two
+    # deployments of a check cannot exist
     for a, b in draws:
-        # THEN one of each band, in either order
-        assert {a.band, b.band} == set(lab07.BANDS)
-    far = [d for pair in draws for d in pair if d.band == "far catalog"]
-    near = [d for pair in draws for d in pair if d.band == "near catalog"]
-    # capacity ≈ pool / (delay + the request's own work): the bands stay more than 1.5² apart even if the
-    # work were as long as 2 ms, so one capacity within 1.5× of both cannot exist
-    far_most = max(d.pool / (d.catalog_delay_ms + 2) for d in far)
-    near_least = min(d.pool / (d.catalog_delay_ms + 2) for d in near)
-    assert near_least / far_most > 1.5**2
-    # and a pool sized for the far band (threads 60 % busy) is over-provisioned for the near band, while the
-    # near band's would be overrun in the far one (more threads busy on average than it has)
-    assert min(d.rate * d.catalog_delay_ms / 1e3 for d in far) / 0.6 > \
-        lab07.OVER_PROVISIONED * max(d.rate * (d.catalog_delay_ms + 2) / 1e3 for d in near)
-    assert min(d.rate * d.catalog_delay_ms / 1e3 for d in far) > \
-        max(d.rate * (d.catalog_delay_ms + 2) / 1e3 for d in near) / 0.6 + 1
+        assert a.pool == b.pool
+        for work in (0.0, 2.0, 3.0):
+            ratio = (a.catalog_delay_ms + work) / (b.catalog_delay_ms + work)
+            assert max(ratio, 1 / ratio) > 1.5**2, (a, b, work)
     assert lab07.draw(5) == lab07.draw(5) and lab07.draw(5) != lab07.draw(6)
+    # the check draws from its grading's generator: the same stream a seed gives
+    assert lab07.draw(random.Random(5)) == lab07.draw(5)
 
 
 def test_what_the_plan_is_told_names_neither_the_band_nor_the_single_request_time():
     draws = [d for seed in range(400) for d in lab07.draw(seed)]
     for band in lab07.BANDS:
         mine = [d for d in draws if d.band == band]
-        # the pool and the rate come from the same ranges in both bands
+        # the pool and the rate come from the same ranges in every band
         assert {d.pool for d in mine} == set(lab07.POOLS)
         assert lab07.RATES[0] <= min(d.rate for d in mine) < max(d.rate for d in mine) <= lab07.RATES[1]
         assert abs(statistics.mean(d.rate for d in mine) - sum(lab07.RATES) / 2) < 3
     # and the scenario has no field that carries W or the band: the objective is a multiple of W, not ms
     fields = {f.name for f in dataclasses.fields(lab07.Scenario)}
     assert fields == {"url", "paths", "pool", "cores", "max_pool", "rate", "p99_over_w"}
+
+
+@pytest.mark.slow
+def test_the_reference_still_passes_with_the_load_generator_replaced():
+    # the grader measures with the tools it bound at import: faking them changes no verdict
+    cheat = patching(reference, _faked_load_generator, "reference_behind_fakes")
+    try:
+        g = lab07.check(cheat, _experiment(), capacity_s=1.0, objective_s=2.5, save=False)
+    finally:
+        cheat.undo()
+    assert g.passed, str(g)
+    assert sys.modules["labkit.load._runner"].run is run
 
 
 def test_refusals_and_bad_answers_say_what_to_pass():

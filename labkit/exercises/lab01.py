@@ -31,7 +31,9 @@ afresh (or re-measured now), and nothing else — no URL, no handle on the runni
    measured (the median of ``rounds`` requests), either way. The rows your model reads are re-measured
    alongside the requests (``/health`` interleaved with the order for the HTTP row, the in-process probes
    right after), and your function is priced with them — its answer must be what its structure, measured in
-   step 3, predicts for them: a busy minute between your table and the check moves both sides alike. The band
+   step 3, predicts for them: a busy minute between your table and the check moves both sides alike. A row counts
+   only where the grader measured it: a stage priced with a row the check cannot re-measure (one you added, or a
+   slow probe's) fails here — price with the rows of :data:`TRUSTED`. The band
    is wide enough for what a table-row model leaves out (the probes run hot, in a tight loop; a request runs
    cold, through an instrumented connection, in another process) and narrow enough to catch a wrong count or a
    wrong row (the ladder's rows are orders of magnitude apart). Then your prediction is concluded with the
@@ -59,8 +61,12 @@ from labkit.grading import (
     prediction,
     seal,
 )
+from labkit.grading import compare as _compare
+from labkit.latency.ladder import PROBES as _ALL_PROBES
+from labkit.latency.ladder import LatencyTable as _LatencyTable
+from labkit.latency.network import http_samples as _http_samples  # the measuring tools, bound at import
 
-__all__ = ["check", "measure_order", "hint", "solution", "DEFAULT_FACTOR", "KEYS", "STAGES", "TITLE"]
+__all__ = ["check", "measure_order", "hint", "solution", "DEFAULT_FACTOR", "KEYS", "STAGES", "TITLE", "TRUSTED"]
 
 DEFAULT_FACTOR = 5.0
 TITLE = "Lab 01 — the napkin breakdown of GET /orders/{id}"
@@ -73,6 +79,11 @@ _COUNTS = {"queries": "db", "catalog_calls": "catalog"}
 # row is re-measured on the graded service itself (/health interleaved with the order), the slow or
 # irrelevant probes (cache curve, disk, fsync, page faults) are left as you measured them
 _REMEASURE = ("python", "syscall", "lock", "context_switch", "compress", "json", "sqlite", "tcp")
+#: the probes, as they were at import: a probe replaced in labkit.latency.ladder.PROBES later is not run
+_PROBES = {name: _ALL_PROBES[name] for name in _REMEASURE}
+#: the rows the check re-measures: the only rows a stage may be priced with (any other row of your table — one you
+#: added, a slow probe's — is a number you supplied, which the grader did not measure)
+TRUSTED = tuple(sorted({"http_health", *(k for name in _REMEASURE for k in _PROBES[name][0])}))
 
 _SOLUTION = '''\
 from labkit.toyshop import dataset, db, export
@@ -114,19 +125,15 @@ solution = EXERCISE.solution
 def measure_order(url: str, order_id: int = 1, rounds: int = 30) -> Any:
     """Measure ``GET /orders/{order_id}`` on a running toyshop (``url``): a :class:`labkit.latency.Samples`
     whose ``extra`` holds the Server-Timing stages (medians, ms) and counts."""
-    from labkit.latency.network import http_samples
-
-    return http_samples(url, f"/orders/{order_id}", rounds=rounds)[0]
+    return _http_samples(url, f"/orders/{order_id}", rounds=rounds)[0]
 
 
 def _scaled(table: Any, factors: Mapping[str, float] | float) -> Any:
     """A table the grader builds: every row's samples (or those named in ``factors``) multiplied, and nothing
     but the rows — no ``extra`` (which can hold the service's URL), no fingerprint, no curve."""
-    from labkit.latency import LatencyTable
-
     def k(key: str) -> float:
         return factors if isinstance(factors, int | float) else factors.get(key, 1.0)
-    return LatencyTable(tuple(dataclasses.replace(r, samples_ns=tuple(v * k(r.key) for v in r.samples_ns), extra={})
+    return _LatencyTable(tuple(dataclasses.replace(r, samples_ns=tuple(v * k(r.key) for v in r.samples_ns), extra={})
                               for r in table.rows))
 
 
@@ -195,13 +202,11 @@ def _predicted(base: dict[str, float], slopes: dict[str, dict[str, float]], tabl
 
 def _remeasure(keys: list[str], health: Any) -> dict[str, Any]:
     """Fresh rows for ``keys`` (those a quick probe can give), measured now."""
-    from labkit.latency.ladder import PROBES
-
     fresh: dict[str, Any] = {}
     if "http_health" in keys and health is not None:
         fresh["http_health"] = dataclasses.replace(health, key="http_health", label="HTTP GET /health (re-measured)")
     for name in _REMEASURE:
-        produced, run = PROBES[name]
+        produced, run = _PROBES[name]
         if not set(produced) & set(keys):
             continue
         try:
@@ -255,9 +260,6 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
     if not hasattr(table, "rows") or not hasattr(table, "median_ns"):
         return EXERCISE.refuse(f"pass the latency table you measured (t = latency.table(...)), not "
                                f"{type(table).__name__}")
-    from labkit.latency.network import http_samples
-    from labkit.measure.comparison import compare
-
     # the grading table: the learner's rows, each scaled by its own factor, and nothing else in it
     grading = _scaled(table, {r.key: math.exp(rng.uniform(math.log(0.5), math.log(2.0))) for r in table.rows})
     state: dict[str, Any] = {}
@@ -269,7 +271,7 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
                 return failed(why or "no breakdown", hint="fill in my_napkin's dict (see lab01.hint(1))",
                               criterion="correctness")
             state["yours"] = got
-            (probe,) = http_samples(url, f"/orders/{order_id}", rounds=1, warmup=0)
+            (probe,) = _http_samples(url, f"/orders/{order_id}", rounds=1, warmup=0)
             counts = probe.extra["counts"]
             state["kib"] = probe.extra.get("bytes", 0) / 1024
             for key, metric in _COUNTS.items():
@@ -314,8 +316,16 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
         def within_band() -> tuple[Item, ...]:
             base, slopes = state["yours"], state["slopes"]
             keys = sorted({k for per in slopes.values() for k in per})
-            order, health = http_samples(url, f"/orders/{order_id}", "/health", rounds=rounds)
+            order, health = _http_samples(url, f"/orders/{order_id}", "/health", rounds=rounds)
             fresh = _remeasure(keys, health) if remeasure else {}
+            unmeasured = [k for k in keys if k not in fresh] if remeasure else []
+            if unmeasured:
+                priced = [s for s in STAGES if set(slopes[s]) & set(unmeasured)]
+                return (failed(f"{', '.join(priced)} priced with {', '.join(unmeasured)}, a row the check did not "
+                               "measure", "a row you supply counts only where the grader measures it too: a number "
+                               "typed into the table is not a measurement",
+                               f"price each stage with rows the check re-measures ({', '.join(TRUSTED)})",
+                               criterion="speed"),)
             now_table = _replaced(table, fresh)
             now, why = _breakdown(caller, napkin, now_table)
             if now is None:
@@ -343,7 +353,7 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
             band = passed(f"every stage within {factor:g}× of the server's (worst {worst:.1f}×, median of {rounds} "
                           f"requests; {remeasured})", detail=df, criterion="speed")
             try:
-                c = compare(order, health, names=(f"GET /orders/{order_id}", "GET /health"))
+                c = _compare(order, health, names=(f"GET /orders/{order_id}", "GET /health"))
             except Exception as e:  # too few requests to compare: say so, do not crash
                 return band, failed(f"the requests could not be compared: {e}", criterion="prediction")
             return band, prediction(experiment, c, save=save)

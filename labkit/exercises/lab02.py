@@ -16,7 +16,7 @@ which grades, in order:
    call), the answer checked, at most ``max_queries`` queries and catalog calls in total, no SQL shape repeated
    more than ``threshold`` times (the detector's default, 1), and at least :data:`MIN_FRACTION` of the
    baseline's: a history that makes (almost) no query for a customer nobody has seen is answering from a
-   precomputed table;
+   precomputed table — and at least one catalog call: the products' details come from the catalog;
 4. **speed** — ``labkit.compare`` interleaving baseline and solution on customers created for each timed
    call, every answer checked: verdict ``faster`` by at least ``required_speedup``;
 5. **the prediction concluded** with the measured comparison and saved.
@@ -27,7 +27,11 @@ SQLite's own trace callback (a canary query after each metered call proves it wa
 catalog client that exposes only ``get``, ``get_many`` and ``get_each`` — an in-process fake sleeping
 ``catalog_delay_ms`` per call (an *emulated* round trip about as long as a loopback HTTP call) whose store,
 delay and call counter live where the learner's code cannot set them. The baseline runs on another copy and
-another client. :mod:`labkit.grading.kit` states the threat model.
+another client. The catalog's data changes while the check runs — before each graded customer, a few of its
+products get a new stock and price in both clients' stores alike — so an answer read from a copy of the
+dataset's products (or an earlier call's) is not the catalog's answer. The grader's own tools (the dataset,
+the connections, the catalog clients, the shape detector) are bound at import. :mod:`labkit.grading.kit`
+states the threat model.
 """
 
 from __future__ import annotations
@@ -57,7 +61,12 @@ from labkit.grading import (
     seal,
     timed,
 )
+from labkit.nplusone.shapes import normalise_sql as _normalise_sql
+from labkit.toyshop.catalog import FakeCatalog as _FakeCatalog
+from labkit.toyshop.dataset import ensure as _ensure
 from labkit.toyshop.db import NotFoundError as _NotFound
+from labkit.toyshop.db import ToyshopConnection as _ToyshopConnection
+from labkit.toyshop.db import connect as _connect
 from labkit.toyshop.export import order_detail as _order_detail  # bound at import: see labkit.grading.kit
 
 __all__ = ["baseline", "check", "hint", "solution", "CUSTOMERS", "MIN_FRACTION"]
@@ -85,10 +94,8 @@ def baseline(conn: sqlite3.Connection, catalog: Any, customer_id: int) -> list[d
 
 def _copy_of(path: Any) -> sqlite3.Connection:
     """A private in-memory copy of the dataset: another connection cannot open it, the file stays untouched."""
-    from labkit.toyshop import db
-
-    src = db.connect(path)
-    mem = sqlite3.connect(":memory:", factory=db.ToyshopConnection, check_same_thread=False, cached_statements=256)
+    src = _connect(path)
+    mem = sqlite3.connect(":memory:", factory=_ToyshopConnection, check_same_thread=False, cached_statements=256)
     src.backup(mem)
     src.close()
     return mem
@@ -140,12 +147,12 @@ class _Customers:
         return cid
 
 
-def _catalog(path: Any, delay_ms: float, calls: list[int]) -> Any:
+def _catalog(path: Any, delay_ms: float, calls: list[int], stores: list[Any]) -> Any:
     """A catalog client with only the public API (``get``, ``get_many``, ``get_each``): the fake behind it,
-    its store, its delay and the count of its calls are out of the caller's reach (closures, not attributes)."""
-    from labkit.toyshop import catalog as _cat
-
-    fake = _cat.FakeCatalog.from_db(path, delay_ms=delay_ms)
+    its store, its delay and the count of its calls are out of the caller's reach (closures, not attributes).
+    The fake's store is appended to ``stores``: the grader changes its data while the check runs."""
+    fake = _FakeCatalog.from_db(path, delay_ms=delay_ms)
+    stores.append(fake.store)
     fake.observers.append(lambda *_: calls.__setitem__(0, calls[0] + 1))
 
     class Catalog:
@@ -170,6 +177,31 @@ def _catalog(path: Any, delay_ms: float, calls: list[int]) -> Any:
     return Catalog()
 
 
+class _Changes:
+    """The catalog's data changing while the check runs: before a graded customer's calls (once per ``key``, so
+    the baseline and the solution see the same data for it), a few of the customer's products get a new stock
+    and price, in every store alike. A copy of the products read before (from the dataset's file, or kept from
+    an earlier call) is then not what the catalog answers."""
+
+    def __init__(self, stores: list[Any], conn: sqlite3.Connection, rng: random.Random) -> None:
+        self.stores, self.conn, self.rng, self.done = stores, conn, rng, set()
+        self.count = 0
+
+    def at(self, key: Any, customer_id: int) -> tuple[int]:
+        """Change some of ``customer_id``'s products, the first time ``key`` is asked for; the arguments to grade."""
+        if key not in self.done:
+            self.done.add(key)
+            pids = [p for (p,) in self.conn.execute(
+                "SELECT DISTINCT i.product_id FROM order_items i JOIN orders o ON o.id = i.order_id "
+                "WHERE o.customer_id = ? ORDER BY i.product_id", (customer_id,))]
+            for pid in self.rng.sample(pids, min(len(pids), self.rng.randint(1, 3))):
+                fields = {"stock": self.rng.randrange(0, 10_000), "price_cents": self.rng.randrange(100, 100_000)}
+                for store in self.stores:
+                    store.update(pid, fields)
+                self.count += 1
+        return (customer_id,)
+
+
 class _Queries(Meter):
     """SQL statements (SQLite's own trace callback on the connection) and catalog calls of one call; a canary
     query afterwards proves the callback was still attached."""
@@ -191,7 +223,7 @@ class _Queries(Meter):
     def __exit__(self, *exc: object) -> None:
         self.conn.execute(self.canary).fetchall()
         self.conn.set_trace_callback(None)
-        catalog = self.calls[0] - self.before
+        self.catalog = catalog = self.calls[0] - self.before
         if not self.statements or self.statements[-1] != self.canary:
             raise RuntimeError("the query meter was unhooked during the call (set_trace_callback): every query "
                                "your export makes is counted")
@@ -258,11 +290,9 @@ solution = EXERCISE.solution
 
 def _suspects(statements: list[str], sites: list[str], threshold: int) -> list[tuple[int, str, str]]:
     """Shapes repeated more than ``threshold`` times: (count, shape, the line that ran it first), most first."""
-    from labkit.nplusone.shapes import normalise_sql
-
     shapes: dict[str, list[Any]] = {}
     for sql, site in zip(statements, sites, strict=True):
-        seen = shapes.setdefault(normalise_sql(sql), [0, site])
+        seen = shapes.setdefault(_normalise_sql(sql), [0, site])
         seen[0] += 1
     return sorted(((n, shape, site) for shape, (n, site) in shapes.items() if n > threshold), reverse=True)
 
@@ -298,25 +328,25 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
     refused, seed, rng = EXERCISE.start(solution, seed)
     if refused is not None:
         return refused
-    from labkit.toyshop import dataset
-
-    path = dataset.ensure(size)
+    path = _ensure(size)
     mine, theirs = _copy_of(path), _copy_of(path)  # the learner's copy, the baseline's copy
-    my_calls, their_calls = [0], [0]
-    yours = functools.partial(solution, mine, _catalog(path, catalog_delay_ms, my_calls))
-    base = functools.partial(baseline, theirs, _catalog(path, catalog_delay_ms, their_calls))
+    my_calls, their_calls, stores = [0], [0], []
+    yours = functools.partial(solution, mine, _catalog(path, catalog_delay_ms, my_calls, stores))
+    base = functools.partial(baseline, theirs, _catalog(path, catalog_delay_ms, their_calls, stores))
     fresh = _Customers((mine, theirs), rng)
+    changes = _Changes(stores, theirs, random.Random(rng.getrandbits(64)))  # the baseline's copy: unchanged by yours
     made = [fresh.new(n) for n in (0, 1, rng.randint(2, 12), rng.randint(40, 80), rng.randint(40, 80))
             [: rng.randint(4, 5)]]
-    cases = [(c,) for c in (*customers, *made, _UNKNOWN)]
-    rng.shuffle(cases)
+    who = [*customers, *made, _UNKNOWN]
+    rng.shuffle(who)
+    cases = [functools.partial(changes.at, ("case", k), c) for k, c in enumerate(who)]
     unseen = fresh.new(rng.randint(40, 80))
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, Any] = {}
 
     class Yours(_Queries):
         def __exit__(self, *exc: object) -> None:
             super().__exit__(*exc)
-            seen.update(statements=self.statements, sites=self.sites)
+            seen.update(statements=self.statements, sites=self.sites, catalog=self.catalog)
 
     with Caller() as caller:
         def correct() -> Item:
@@ -324,11 +354,12 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
                            copy=False)
             return item if not item.ok else passed(
                 f"same answer as the baseline for {len(cases) - 1} customers (the dataset's and {len(made)} created "
-                "for this check), and NotFoundError for an unknown one", criterion="correctness")
+                f"for this check; {changes.count} products changed in the catalog meanwhile), and NotFoundError for "
+                "an unknown one", criterion="correctness")
 
         def within_budget() -> Item:
             sides = iter((_Queries(theirs, their_calls), Yours(mine, my_calls)))
-            item = metered(caller, yours, base, lambda: (unseen,), meter=lambda: next(sides),
+            item = metered(caller, yours, base, lambda: changes.at("budget", unseen), meter=lambda: next(sides),
                            unit="queries and catalog calls", what=f"customer {unseen} (created for this check)",
                            limit=max_queries, floor=MIN_FRACTION, differ=_diff,
                            hint="ask for every order's items and products at once, not once per order "
@@ -339,11 +370,18 @@ def check(solution: Callable[[sqlite3.Connection, Any, int], list[dict[str, Any]
                 return failed(f"customer {unseen}: {item.detail:,.0f} queries and catalog calls (budget "
                               f"{max_queries})", f"N+1 suspect: {n}× {shape!r} at {site}",
                               "one query or call for all the orders, not one per order", criterion="budget")
+            if item.ok and not seen.get("catalog"):
+                return failed(f"customer {unseen}: no catalog call for the products of its orders",
+                              "their details are the catalog's, and its data changes while the check runs: a copy "
+                              "read earlier (the dataset's file, an earlier answer) is not what it answers now",
+                              "ask the catalog once for every distinct product of the history "
+                              "(catalog.get_many)", criterion="budget")
             return item if not item.ok else passed(item.message + ", no shape repeated", item.detail,
                                                    criterion="budget")
 
         def fast() -> tuple[Item, ...]:
-            item = timed(caller, base, yours, inputs=lambda k: (fresh.new(rng.randint(40, 80), key=k),),
+            item = timed(caller, base, yours,
+                         inputs=lambda k: changes.at(("timed", k), fresh.new(rng.randint(40, 80), key=k)),
                          required_speedup=required_speedup, rounds=rounds, rng=rng, differ=_diff,
                          what="customers of 40+ items created for each timed call")
             return item, prediction(experiment, item.detail, save=save)

@@ -54,6 +54,12 @@ from labkit.grading import (
     timed,
 )
 
+# the tools that build the graded orders, bound at import: a learner's fake order_detail changes nothing here
+from labkit.toyshop.catalog import FakeCatalog as _FakeCatalog
+from labkit.toyshop.dataset import ensure as _ensure
+from labkit.toyshop.db import connect as _connect
+from labkit.toyshop.export import order_detail as _order_detail
+
 __all__ = ["baseline", "courier_view", "load_order", "check", "FORMATS", "hint", "solution"]
 
 #: formats the courier app can read, with the decoder the grader uses on your bytes.
@@ -78,25 +84,19 @@ def courier_view(order: Mapping[str, Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _source() -> tuple[Any, Any, tuple[int, ...], tuple[int, ...]]:
-    from labkit.toyshop.catalog import FakeCatalog
-    from labkit.toyshop.dataset import ensure
-    from labkit.toyshop.db import connect
-
-    path = ensure("small", quiet=True)
-    conn = connect(path)
+    path = _ensure("small", quiet=True)
+    conn = _connect(path)
     counts = conn.execute("SELECT order_id, COUNT(*) FROM order_items GROUP BY order_id ORDER BY order_id").fetchall()
     big = tuple(o for o, n in counts if n >= 4)  # orders of 4+ items: a timed call lasts well over 10 µs
     single = tuple(o for o, n in counts if n == 1)
-    return conn, FakeCatalog.from_db(path), big, single
+    return conn, _FakeCatalog.from_db(path), big, single
 
 
 def load_order(order_id: int, catalog: Any = None) -> dict[str, Any]:
     """Order ``order_id`` as ``/orders/{id}`` builds it (small dataset, in process; ``catalog``: the products
     to read, default the lab's shared in-process catalog)."""
-    from labkit.toyshop.export import order_detail
-
     conn, shared, _, _ = _source()
-    return order_detail(conn, shared if catalog is None else catalog, order_id)
+    return _order_detail(conn, shared if catalog is None else catalog, order_id)
 
 
 def _read(format: str, body: bytes) -> Any:
@@ -189,12 +189,9 @@ def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # th
         return refused
     if format not in FORMATS:
         return EXERCISE.refuse(f"format={format!r}: the courier app reads {' or '.join(map(repr, FORMATS))}")
-    from labkit.toyshop.catalog import FakeCatalog
-    from labkit.toyshop.dataset import ensure
-
     differ = _differ(format)
     _, _, big, single = _source()
-    catalog = FakeCatalog.from_db(ensure("small", quiet=True))  # this grading's own products: nothing shared
+    catalog = _FakeCatalog.from_db(_ensure("small", quiet=True))  # this grading's own products: nothing shared
     pick = lambda: rng.choice(big)  # noqa: E731
     graded = [(_fresh(catalog, rng.choice(single), rng.randrange(2**31)),),
               (_fresh(catalog, pick(), rng.randrange(2**31), unknown=True),),

@@ -31,6 +31,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from labkit.alloc.census import Census as _Census  # the meter, bound at import: see labkit.grading.kit
 from labkit.grading import (
     Caller,
     CheckResult,
@@ -199,9 +200,7 @@ class _Allocations(Meter):
     """The budget's meter: allocator calls of one call (a memray census), in the thread that runs it."""
 
     def __enter__(self) -> _Allocations:
-        from labkit.alloc import Census
-
-        self._census = Census().start()
+        self._census = _Census().start()
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,12 +1,13 @@
 """Lab 07's exercise: a service you have not seen — predict its capacity, then size its pool for a target.
 
-Each check draws **two deployments** of toyshop's ``GET /orders/{id}`` (a new seed per check, printed in the
-title): the catalog the endpoint calls from its pool thread sits farther away (an *emulated* network delay,
-unknown to you), the service runs with ``pool`` threads, and the target is ``rate`` req/s with a P99 within
-``p99_over_w`` single-request times. One deployment's catalog is near and the other's far — bands far enough
-apart that no single capacity or pool size answers both — but everything your function is told is drawn from
-the same ranges in both: the pool, the connection limit, the rate and the objective name neither the band nor
-the single-request time. Only a measurement tells them apart.
+Each check draws **two deployments** of toyshop's ``GET /orders/{id}`` from the grading's generator (a new seed
+per check, printed in the title): the catalog the endpoint calls from its pool thread sits farther away (an
+*emulated* network delay, unknown to you), the service runs with ``pool`` threads, and the target is ``rate``
+req/s with a P99 within ``p99_over_w`` single-request times. Each deployment's catalog sits in one of three
+bands (near, middle, far), the two of a check in two different bands drawn per check, in either order — bands
+far enough apart that no single capacity answers two of them — but everything your function is told is drawn
+from the same ranges in all: the pool (one per check), the connection limit, the rate and the objective name
+neither the band nor the single-request time. Only a measurement tells them apart.
 
 Your function gets each deployment running, as a :class:`Scenario`, and returns ``(capacity, pool)``: the
 capacity (req/s) you predict for the service *as it runs now* — from single requests and a model, not a load
@@ -63,12 +64,21 @@ from labkit.grading import (
 )
 from labkit.grading import compare as _compare
 
+# the measuring and driving tools, bound at import (a learner's fake labkit.load.run changes nothing here)
+from labkit.load import busy_note as _busy_note
+from labkit.load import run as _run
+from labkit.queueing.pools import order_paths as _order_paths
+from labkit.service import start as _start
+
 __all__ = ["Scenario", "Deployment", "draw", "example", "baseline", "check", "hint", "solution",
            "MAX_REQUESTS", "MAX_IN_FLIGHT", "OVER_PROVISIONED", "P99_OVER_W"]
 
-#: the catalog delay bands (ms) every check draws one deployment from each of; nothing else differs by band
-BANDS: dict[str, tuple[float, float]] = {"far catalog": (45.0, 65.0), "near catalog": (8.0, 12.0)}
-#: drawn from the same ranges in both bands: the pool the service runs with, and the target rate (req/s)
+#: the catalog delay bands (ms): a check draws its two deployments from two of them, chosen per check; nothing
+#: else differs by band. A request's time is its delay plus its own work (a millisecond or two): adjacent bands
+#: stay more than 1.5² apart in it, so with the pool both are told no capacity lies within 1.5× of both
+BANDS: dict[str, tuple[float, float]] = {"near catalog": (8.0, 12.0), "middle catalog": (32.0, 35.0),
+                                         "far catalog": (86.0, 95.0)}
+#: drawn from the same ranges in every band: the pool the service runs with (one per check), the target rate
 POOLS = (3, 4)
 RATES = (90.0, 130.0)
 #: the database's connection limit: the same for every deployment
@@ -123,12 +133,15 @@ class Scenario:
                 "a single request's time")
 
 
-def draw(seed: int) -> tuple[Deployment, Deployment]:
-    """The two deployments of grading run ``seed``, in the order they are graded."""
-    rng = random.Random(seed)
-    out = [Deployment(band, round(rng.uniform(lo, hi), 1), rng.choice(POOLS), round(rng.uniform(*RATES), 1))
-           for band, (lo, hi) in BANDS.items()]
-    rng.shuffle(out)
+def draw(rng: random.Random | int) -> tuple[Deployment, Deployment]:
+    """The two deployments of a grading, in the order they are graded, drawn from its generator (``rng``; an int
+    seeds a new one): two different bands, in either order, the delay within each, one pool for both, a rate
+    for each."""
+    rng = random.Random(rng) if isinstance(rng, int) else rng
+    bands = rng.sample(sorted(BANDS), 2)
+    pool = rng.choice(POOLS)
+    out = [Deployment(band, round(rng.uniform(*BANDS[band]), 1), pool, round(rng.uniform(*RATES), 1))
+           for band in bands]
     return out[0], out[1]
 
 
@@ -141,9 +154,7 @@ def _stats(url: str) -> dict[str, int]:
 def _alone(url: str, paths: Callable[[int], str], seconds: float) -> Any:
     """The grader's own single requests (closed loop, one in flight): W and the samples the prediction is
     concluded against."""
-    from labkit.load import run
-
-    one = run(url, concurrency=1, duration_s=seconds, warmup_s=0.1, paths=paths, progress=False)
+    one = _run(url, concurrency=1, duration_s=seconds, warmup_s=0.1, paths=paths, progress=False)
     if one.responses == 0 or one.error_count:
         raise RuntimeError(f"the deployment did not answer cleanly ({one.error_count} errors): {one.summary()}")
     return one
@@ -151,11 +162,8 @@ def _alone(url: str, paths: Callable[[int], str], seconds: float) -> Any:
 
 @contextmanager
 def _running(d: Deployment, pool: int) -> Iterator[tuple[Any, Scenario]]:
-    from labkit.queueing.pools import order_paths
-    from labkit.service import start
-
-    paths = order_paths()
-    with start(variants={"pool": pool}, catalog_delay_ms=d.catalog_delay_ms) as svc:
+    paths = _order_paths()
+    with _start(variants={"pool": pool}, catalog_delay_ms=d.catalog_delay_ms) as svc:
         yield svc, Scenario(url=svc.url, paths=paths, pool=pool, cores=os.cpu_count() or 1, max_pool=MAX_POOL,
                             rate=d.rate, p99_over_w=P99_OVER_W)
 
@@ -176,14 +184,12 @@ def example(seed: int = 7) -> Iterator[Scenario]:
 def baseline(s: Scenario) -> tuple[float, int]:
     """The service as shipped, taken at its word: Starlette's 40 threads, each assumed to add a request's worth
     of throughput, and 40 kept as the pool (more than the database allows)."""
-    from labkit.load import run
-
-    w = float(run(s.url, concurrency=1, duration_s=1.0, paths=s.paths, progress=False).service_ns.mean()) / 1e9
+    w = float(_run(s.url, concurrency=1, duration_s=1.0, paths=s.paths, progress=False).service_ns.mean()) / 1e9
     return 40 / w, 40
 
 
 def _reference(s: Scenario) -> tuple[float, int]:
-    from labkit.load import run
+    from labkit.load import run  # the learner's own import: the reference is shown as the solution
 
     # W: a single request's time, alone (no queue): a few dozen requests, one at a time. Its time is mostly the
     # wait on the farther catalog, which blocks only its own thread: with the pool busy, each thread finishes
@@ -268,15 +274,11 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
         return refused
     if not factor > 1:
         return EXERCISE.refuse(f"factor must be > 1 (1.5 allows 2/3× to 1.5×), got {factor!r}")
-    from labkit.queueing.pools import order_paths
-
-    deployments, paths = draw(seed), order_paths()
+    deployments, paths = draw(rng), _order_paths()
     answers: dict[int, tuple[float, int, float, Any]] = {}  # k -> capacity, pool, W (ns), the grader's run alone
     at_rate: dict[int, Any] = {}
 
     def capacity(k: int) -> Item:
-        from labkit.load import run
-
         d = deployments[k]
         where = f"deployment {k + 1} (pool={d.pool}, {d.rate:,.0f} req/s target)"
         with _running(d, d.pool) as (svc, s), Caller(timeout_s=120) as caller:
@@ -297,7 +299,7 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
             if isinstance(got, str):
                 return failed(f"{where}: {got}", criterion="correctness")
             alone = _alone(svc.url, paths, 0.5)  # the grader's own paths: s.paths is the plan's to change
-            flat = run(svc.url, concurrency=3 * d.pool, duration_s=capacity_s, warmup_s=0.3, paths=paths,
+            flat = _run(svc.url, concurrency=3 * d.pool, duration_s=capacity_s, warmup_s=0.3, paths=paths,
                        progress=False)
         w_ns = float(alone.service_ns.mean())
         answers[k] = (*got, w_ns, alone)
@@ -331,9 +333,6 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
                       f"{busy:.1f} threads busy)", criterion="budget")
 
     def objective(k: int) -> Item:
-        from labkit.load import busy_note, run
-        from labkit.service import start
-
         d = deployments[k]
         _, pool, w_ns, _ = answers[k]
         p99_ms = P99_OVER_W * w_ns / 1e6
@@ -342,11 +341,11 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
             return r.error_count == 0 and r.percentiles((99,))[99] / 1e6 <= p99_ms
 
         again = ""
-        with start(variants={"pool": pool}, catalog_delay_ms=d.catalog_delay_ms) as svc:
-            r = run(svc.url, rate=d.rate, arrivals="poisson", duration_s=objective_s, warmup_s=0.5,
+        with _start(variants={"pool": pool}, catalog_delay_ms=d.catalog_delay_ms) as svc:
+            r = _run(svc.url, rate=d.rate, arrivals="poisson", duration_s=objective_s, warmup_s=0.5,
                     paths=paths, connections=64, progress=False, seed=seed)
-            if not met(r) and busy_note(r):  # the neighbours' load, not the pool: measured once more
-                r = run(svc.url, rate=d.rate, arrivals="poisson", duration_s=objective_s, warmup_s=0.5,
+            if not met(r) and _busy_note(r):  # the neighbours' load, not the pool: measured once more
+                r = _run(svc.url, rate=d.rate, arrivals="poisson", duration_s=objective_s, warmup_s=0.5,
                         paths=paths, connections=64, progress=False, seed=seed + 1)
                 again = " (measured twice: the machine was busy during the first run)"
         at_rate[k] = r
@@ -355,7 +354,7 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
                 f"({got_ms * 1e6 / w_ns:.1f} W), {r.error_count} failed{again}")
         if met(r):
             return passed(f"{said} — within the objective of {P99_OVER_W:g} W = {p99_ms:,.0f} ms", criterion="budget")
-        busy = busy_note(r)
+        busy = _busy_note(r)
         return failed(said, f"the objective is P99 ≤ {P99_OVER_W:g} W = {p99_ms:,.0f} ms with nothing failed" +
                       (f" ({busy})" if busy else ""),
                       "lab07.hint(2): how many threads are busy at this rate, on average and at a peak?",

@@ -61,7 +61,10 @@ from labkit.grading import (
     timed,
 )
 from labkit.grading import compare as _compare
+from labkit.toyshop.catalog import FakeCatalog as _FakeCatalog
+from labkit.toyshop.dataset import ensure as _ensure
 from labkit.toyshop.db import NotFoundError
+from labkit.toyshop.db import connect as _connect  # the grader's catalog and data: bound at import
 
 __all__ = ["baseline", "check", "hint", "solution", "LIMIT_X", "load_orders"]
 
@@ -129,9 +132,7 @@ solution = EXERCISE.solution
 @lru_cache(maxsize=1)
 def _orders(size: str) -> tuple[Any, Mapping[int, tuple[int, ...]]]:
     """The dataset's connection and every order's product ids, in line order."""
-    from labkit.toyshop import dataset, db
-
-    conn = db.connect(dataset.ensure(size, quiet=True), check_same_thread=False)  # graded calls run in a worker
+    conn = _connect(_ensure(size, quiet=True), check_same_thread=False)  # graded calls run in a worker
     lines: dict[int, list[int]] = {}
     for oid, pid in conn.execute("SELECT order_id, product_id FROM order_items ORDER BY order_id, line_no"):
         lines.setdefault(oid, []).append(pid)
@@ -221,19 +222,15 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
         save: save the concluded experiment record.
         seed: reproduce a grading run (a new seed is drawn each time by default).
     """
-    from labkit.toyshop.catalog import FakeCatalog
-    from labkit.toyshop.dataset import ensure
-    from labkit.toyshop.db import connect
-
     refused, seed, rng = EXERCISE.start(my_order, seed)
     if refused is not None:
         return refused
     conn, orders = _orders(size)
-    path = ensure(size, quiet=True)
-    grader = FakeCatalog.from_db(path, delay_ms=catalog_delay_ms)  # fresh: its writes stay in this grading
-    theirs = FakeCatalog({}, delay_ms=catalog_delay_ms)  # the learner's: the same products, its own observers
+    path = _ensure(size, quiet=True)
+    grader = _FakeCatalog.from_db(path, delay_ms=catalog_delay_ms)  # fresh: its writes stay in this grading
+    theirs = _FakeCatalog({}, delay_ms=catalog_delay_ms)  # the learner's: the same products, its own observers
     theirs.store, theirs._encoded = grader.store, grader._encoded
-    their_conn, their_client = connect(path, check_same_thread=False), _client(theirs)
+    their_conn, their_client = _connect(path, check_same_thread=False), _client(theirs)
     by_items: dict[int, list[int]] = {}
     for oid, pids in orders.items():
         by_items.setdefault(len(pids), []).append(oid)
