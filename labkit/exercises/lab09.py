@@ -38,6 +38,7 @@ free-threaded build (3.13t, 3.14t), where this same check catches it.
 
 from __future__ import annotations
 
+import queue
 import random
 import sys
 import threading
@@ -67,7 +68,8 @@ from labkit.grading import (
 )
 from labkit.grading import compare as _compare
 
-__all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS"]
+__all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS",
+           "NUDGE_S", "HAMMER_ADDS"]
 
 #: the switch interval every graded run sets (seconds; CPython's default is 0.005): a thread that waits for the
 #: interpreter asks the running one to let go after this long, so a read-modify-write split by a call is split
@@ -76,7 +78,16 @@ SWITCH_S = 1e-5
 WAIT_BUDGET_X = 0.5
 #: the emulated audit write, per line (ms)
 HOLD_MS = 0.2
+#: the sleep at every line of the ledger's code in a forced-switch run (seconds): the GIL is released, and a thread
+#: that waits for it runs — so a read and a store on two lines are split as often as there are threads to split them
+NUDGE_S = 1e-6
+#: adds per thread in the hammer run (about; drawn per run): thousands in all, back to back, on a few hot customers
+HAMMER_ADDS = 300
 _SLEEP = time.sleep
+_SETTRACE, _GETTRACE = sys.settrace, sys.gettrace
+#: the files whose frames a forced-switch run leaves alone: the grader's own (the drivers, the audit trail's write),
+#: and the standard library's thread and queue machinery a ledger may call (their waits release the GIL already)
+_UNTRACED = frozenset({__file__, threading.__file__, queue.__file__})
 _PERCENTILE = np.percentile
 
 
@@ -150,7 +161,8 @@ def _trail(hold_s: float) -> tuple[Any, list[tuple[Any, Any, Any]], list[int], C
         def write(self, customer_id: int, points: int, balance: int) -> None:
             """Write one line: the customer, the points added, the balance after them (an emulated remote write)."""
             t0 = clock()
-            sleep(hold_s)
+            if hold_s:  # a zero hold (the hammer's) is no sleep at all: the GIL is kept, the adds come back to back
+                sleep(hold_s)
             lines.append((customer_id, points, balance))
             ns = clock() - t0
             took.append(ns)
@@ -193,24 +205,39 @@ def _describe(e: BaseException) -> str:
 
 
 def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]]], *, hold_ms: float = HOLD_MS,
-           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0) -> Stress:
+           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0, forced: bool = False) -> Stress:
     """Run ``ledger(audit)`` under the grader's stress: one thread per share of ``load`` (a list of
     ``(customer_id, points)`` per thread), released together, the switch interval at :data:`SWITCH_S`; then
     ``balances()``. With ``think_ms``, each thread pauses that long after each add (its caller's other work);
-    without, its adds come back to back. Never raises what the ledger raises: a failed run says why in
-    ``error``."""
+    without, its adds come back to back. With ``forced``, each thread's adds run under a trace function that
+    sleeps :data:`NUDGE_S` at every line of the ledger's own code (not the grader's, nor ``threading``'s or
+    ``queue``'s), releasing the GIL there: another thread runs between any two lines, so a read-modify-write
+    spread over two lines is split; the run's timings then measure the trace, not the ledger. Never raises what
+    the ledger raises: a failed run says why in ``error``."""
     audit, lines, took, taken = _trail(hold_ms / 1e3)
-    clock, think_s = _CLOCK, think_ms / 1e3
+    clock, think_s, nudge_s = _CLOCK, think_ms / 1e3, NUDGE_S
     lat: list[list[int]] = [[] for _ in load]
     wait: list[list[int]] = [[] for _ in load]
     errors: list[str] = []
     go = threading.Event()
     empty = np.zeros(0, dtype=np.int64)
+    untraced = _UNTRACED
+
+    def nudge(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            _SLEEP(nudge_s)  # the GIL is released: a thread waiting for it runs before this line does
+        return nudge
+
+    def enter(frame: Any, event: str, arg: Any) -> Any:
+        return None if frame.f_code.co_filename in untraced else nudge
 
     def drive(i: int, obj: Any) -> None:
         mine, waited = lat[i], wait[i]
+        before = _GETTRACE()
         try:
             add = obj.add
+            if forced:
+                _SETTRACE(enter)
             go.wait()
             for customer, points in load[i]:
                 t0 = clock()
@@ -220,8 +247,15 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
                 waited.append(t1 - t0 - taken())
                 if think_s:
                     _SLEEP(think_s)
+            if forced and _GETTRACE() is not enter:
+                errors.append("the ledger replaced the grader's trace function (sys.settrace) during its adds — "
+                              "this run forces a thread switch at every line of your code. Try: leave the "
+                              "interpreter's hooks alone")
         except BaseException as e:  # the learner's code: reported, never raised in the grader's thread
             errors.append(f"add raised {_describe(e)}")
+        finally:
+            if forced:
+                _SETTRACE(before)
 
     old = sys.getswitchinterval()
     try:
@@ -311,16 +345,16 @@ def _problem(run: Stress, load: Sequence[Sequence[tuple[int, int]]]) -> str | No
     return None
 
 
-def _load(rng: random.Random, threads: int, adds: int, hot: bool = True) -> list[list[tuple[int, int]]]:
-    """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get most of them
-    (as real ones do), the rest spread over many; ids never seen before this run."""
+def _load(rng: random.Random, threads: int, adds: int, hot: float = 0.6) -> list[list[tuple[int, int]]]:
+    """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get the ``hot``
+    share of them (as real ones do), the rest spread over many; ids never seen before this run."""
     base = rng.randrange(10**5, 10**9)
     hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 5))]
     cold = [base + 10**4 + rng.randrange(10**5) for _ in range(rng.randint(20, 60))]
     out = []
     for _ in range(threads):
         n = band(rng, adds, 0.25)
-        out.append([(rng.choice(hot_ids) if hot and rng.random() < 0.6 else rng.choice(cold), rng.randint(1, 500))
+        out.append([(rng.choice(hot_ids) if rng.random() < hot else rng.choice(cold), rng.randint(1, 500))
                     for _ in range(n)])
     return out
 
@@ -346,51 +380,65 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     refused, seed, rng = EXERCISE.start(my_ledger, seed)
     if refused is not None:
         return refused
+    # how a run is paced: (audit write, other work between a caller's adds, both ms; a switch forced at every line).
+    # Every run but the hammer is paced alike — each caller's adds one audit write apart, so that an add's wait is
+    # its queue for the ledger (back to back, a ledger whose add is nearly free, a queue to a writer thread, would
+    # be charged its callers' queue for the GIL instead) — so that nothing in the pace tells a timed run
+    paced, forced, hammer = (hold_ms, hold_ms, False), (hold_ms, hold_ms, True), (0.0, 0.0, False)
 
-    def yours(load: list[list[tuple[int, int]]]) -> Stress:
-        return stress(my_ledger, load, hold_ms=hold_ms)
+    def yours(load: list[list[tuple[int, int]]], pace: tuple[float, float, bool]) -> Stress:
+        return stress(my_ledger, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2])
 
-    def base(load: list[list[tuple[int, int]]]) -> Stress:
-        return stress(baseline, load, hold_ms=hold_ms)
-
-    def paced(load: list[list[tuple[int, int]]]) -> Stress:
-        # the budget's load: each caller's adds one audit write apart, so that an add's wait is its queue for the
-        # ledger; back to back, a ledger whose add is nearly free (a queue to a writer thread) would be charged
-        # its callers' queue for the GIL instead
-        return stress(my_ledger, load, hold_ms=hold_ms, think_ms=hold_ms)
+    def base(load: list[list[tuple[int, int]]], pace: tuple[float, float, bool]) -> Stress:
+        return stress(baseline, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2])
 
     def sized() -> list[list[tuple[int, int]]]:
         return _load(rng, band(rng, threads, 0.25), adds)
 
     with Caller() as caller:
-        def run(fn: Callable[..., Stress], load: list[list[tuple[int, int]]]) -> Stress:
-            out = caller.call(fn, (load,))
+        def run(fn: Callable[..., Stress], load: list[list[tuple[int, int]]],
+                pace: tuple[float, float, bool] = paced) -> Stress:
+            out = caller.call(fn, (load, pace))
             if out.error is not None or type(out.value) is not Stress:
                 return Stress(None, (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, len(load),
                               f"the run failed: {_describe(out.error) if out.error else kind(out.value)}")
             return out.value
 
         def exact() -> Item:
-            many, one = band(rng, threads, 0.25), rng.randrange(10**7, 10**8)
-            cases = [("no adds at all", [[] for _ in range(many)]),
-                     ("one add", [[(rng.randrange(10**6, 10**7), rng.randint(1, 500))]]),
-                     (f"one customer from {many} threads",
-                      [[(one, rng.randint(1, 500)) for _ in range(band(rng, adds, 0.25))] for _ in range(many)])]
-            cases += [(f"a run of the timed size ({i + 1})", sized()) for i in range(rng.randint(2, 3))]
+            many = band(rng, threads, 0.25)
+
+            def crowd() -> list[list[tuple[int, int]]]:  # one customer, every thread
+                one = rng.randrange(10**7, 10**8)
+                return [[(one, rng.randint(1, 500)) for _ in range(band(rng, adds, 0.25))] for _ in range(many)]
+
+            switched = "a thread switch forced at every line of your code"
+            cases = [("no adds at all", [[] for _ in range(many)], paced),
+                     ("one add", [[(rng.randrange(10**6, 10**7), rng.randint(1, 500))]], paced),
+                     (f"one customer from {many} threads", crowd(), paced),
+                     (f"one customer from {many} threads, {switched}", crowd(), forced),
+                     ("the hammer: adds back to back on a few hot customers, audit writes that take no time",
+                      _load(rng, band(rng, threads, 0.25), HAMMER_ADDS, hot=0.9), hammer)]
+            cases += [(f"a run of the timed size ({i + 1})", sized(), paced) for i in range(rng.randint(2, 3))]
+            cases += [(f"a run of the timed size, {switched} ({i + 1})", sized(), forced) for i in range(2)]
+            hammered = sum(len(share) for _, load, pace in cases if pace is hammer for share in load)
             rng.shuffle(cases)
-            for name, load in cases:
-                got = run(yours, load)
+            for name, load, pace in cases:
+                got = run(yours, load, pace)
                 if (where := _problem(got, load)) is not None:
                     n = sum(len(s) for s in load)
-                    return failed(f"on {name} ({len(load)} threads, {n} adds): {where}",
-                                  hint="every add must count exactly once, however many threads race",
+                    return failed(f"on {name} ({len(load)} threads, {n:,} adds): {where}",
+                                  hint="every add must count exactly once, however many threads race: the read, "
+                                  "the sum and the store of a balance — and the balance its audit line says — under "
+                                  "one lock that every add takes (made once, not by the adds that race for it)",
                                   criterion="correctness")
             return passed(f"exact on all {len(cases)} stress runs (balances and audit trail, {SWITCH_S * 1e6:g} µs "
-                          "switch interval)", criterion="correctness")
+                          "switch interval; three with a thread switch forced at every line of your code, "
+                          f"one hammer of {hammered:,} adds back to back)",
+                          criterion="correctness")
 
         def within_budget() -> Item:
             load = sized()
-            got = run(paced, load)
+            got = run(yours, load)
             if (where := _problem(got, load)) is not None:
                 return failed(f"wrong answer on the budget's load: {where}", criterion="budget")
             p90, write = float(_PERCENTILE(got.wait_ns, 90)), max(got.write_ns, 1.0)
