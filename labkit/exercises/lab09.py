@@ -340,7 +340,8 @@ def _problem(run: Stress, load: Sequence[Sequence[tuple[int, int]]]) -> str | No
         for b, p in sorted(entries):
             if b != before + p:
                 return (f"customer {c}'s audit lines are no serial history: a line says balance {b:,} after "
-                        f"{p} points, but the line before it says {before:,} — two adds read the same balance")
+                        f"{p} points, but the line before it says {before:,} — a line's balance is not the one its "
+                        "own add made (two adds read the same balance, or it was read again after another add)")
             before = b
     return None
 
