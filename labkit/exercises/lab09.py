@@ -4,36 +4,60 @@ Every order adds loyalty points to its customer's balance and writes a line to t
 customer, the points, the balance after them): :class:`baseline` holds **one lock** around the balance *and* the
 audit write (an emulated write to a remote audit store, ``hold_ms`` a line — named as an emulation wherever it is
 used). Every add from every thread queues for that lock while another add's write is in flight: a server of
-one, as section 3 of the lab models it. The learner writes ``MyLedger(audit)`` with the same two methods:
+one, as section 4 of the lab models it. The learner writes ``MyLedger(audit)`` with the same two methods:
 
 * ``add(customer_id: int, points: int) -> None`` — called from many threads at once;
 * ``balances() -> dict[int, int]`` — every customer's balance, once the adds have returned; by then the audit
   trail must hold every add's line (its order is not graded).
 
-:func:`check` grades it in this process. Every graded run is the same **many-thread stress**: a fresh ledger of
-the learner's class, its own audit trail, 6–10 threads (drawn per run) released together, each adding its share
-of a load generated for that run (hot customers included), the interpreter's switch interval set short
-(:data:`SWITCH_S`) so that a race between two threads shows up as it would under heavy traffic. In order:
+:func:`check` grades it in this process. Every graded run is a **many-thread stress**: a fresh ledger of the
+learner's class, its own audit trail, 6–10 threads (8 ± 25 %, drawn per run) released together, each adding its
+share of a load generated for that run — 18–30 adds a thread (24 ± 25 %), about 60 % of them on 2–5 hot customers,
+the rest on 20–60 others; ids never seen before — the interpreter's switch interval set short (:data:`SWITCH_S`).
+Every run but the hammer is paced alike: a :data:`HOLD_MS` audit write a line, and each caller pausing as long
+again after each add (its other work). In order:
 
 1. **exact** — on every run, in every phase: ``balances()`` exactly the sums of what was added (a ``dict`` of
    ``int``, compared by :func:`labkit.grading.exact.difference`), and an audit trail with every add's line once whose
-   balances make a serial history per customer (each line's balance = the previous line's + its points). No lost
-   update passes, however fast: edge cases (no adds, one add, one customer from every thread) and runs of the
-   timed size;
+   balances make a serial history per customer (each line's balance = the previous line's + its points: the
+   balance the ledger held when that add was made, so a line written with a balance read again later, after
+   another add, fails). The runs: edge cases (no adds, one add, one customer from every thread), runs of the
+   timed size, three runs (one customer from every thread, two of the timed size) with a **thread switch forced
+   at every line** of the ledger's code, and a **hammer**: ~:data:`HAMMER_ADDS` adds a thread back to back, 90 % on
+   a few hot customers, audit writes that take no time (thousands of adds in all);
 2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **the wait budget** — on a load nobody has seen, the time each add spends *waiting* (its time minus its own
    audit write, both timed by the grader: the write by the audit trail it hands you) at P90 at most
-   ``wait_budget_x`` × the median audit write, each caller pausing one audit write between its adds (its other
-   work). A lock held across the write makes every add wait for the others';
+   ``wait_budget_x`` × the median audit write. A lock held across the write makes every add wait for the others';
 4. **faster at P99 end to end** — interleaved rounds of the baseline and your ledger on fresh loads, each round's
    P99 of an add as its caller sees it, compared by :func:`labkit.compare`: ``faster`` by ``required_speedup``,
    every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged against its interval, widened by ±25 %).
 
-The runs are made through one :class:`labkit.grading.kit.Caller` (the same frames in every phase) and the module is
-sealed at import (:mod:`labkit.grading.kit`'s threat model). What a stress on this interpreter cannot catch: a race
-that no thread switch can split. With the GIL, CPython 3.11 checks for a switch only at calls and backward jumps,
-so an unlocked ``d[k] += n`` on a plain ``dict`` of ``int`` never loses an update here — it does on a
-free-threaded build (3.13t, 3.14t), where this same check catches it.
+Why the forced switches: each add sleeps in its audit write with the GIL released, so a thread switch lands there,
+and almost never in the microseconds between a racy ledger's read of a balance and its store — the short switch
+interval alone passed a ledger with no lock at all. In a forced run, each driver thread runs its adds under a trace
+function (``sys.settrace``, set in that thread and removed after) that sleeps :data:`NUDGE_S` at every line of the
+ledger's own code (not the grader's file, ``threading``'s or ``queue``'s), releasing the GIL there: another add runs
+between any two of its lines. A read outside the lock and a store inside it, a balance read back after the lock
+for the audit line, per-customer locks made by the adds that race for them: all split, every run. The forced runs'
+timings measure the trace and are not used; the budget and the P99 are measured on plain runs.
+
+What a ledger can tell: the timed runs and the exactness runs have the same thread counts, load sizes, pace and
+frames (every run is made through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import:
+:mod:`labkit.grading.kit`'s threat model). The forced runs can be told by ``sys.gettrace()`` in ``add``, and the
+hammer by its writes' taking no time (both accepted: nothing else can split a line-boundary race here). A ledger
+honest only when traced is racy in the plain runs, where every answer is checked too — but there only a switch
+that lands in its race window catches it.
+
+What a stress on this interpreter cannot catch: a race that no thread switch can split. With the GIL, CPython 3.11
+hands the interpreter to another thread only where it checks its *eval breaker*: at function entry (``RESUME``),
+backward jumps (``JUMP_BACKWARD``) and calls — and a trace function runs only at line boundaries. So an unlocked
+``d[k] += n`` alone on its line, on a plain ``dict`` (or a ``defaultdict(int)``) with ``int`` keys and values, is
+``BINARY_SUBSCR``, ``BINARY_OP``, ``STORE_SUBSCR`` with no switch point between the read and the store: it never
+loses an update here (four threads, 200,000 each, 10 µs switch interval: none lost), and only what comes after it
+on the next line (a read-back for the audit line) can be caught. A key whose ``__hash__`` or ``__eq__`` is
+Python code, or a ``get`` call between the read and the store, is a switch point. On a free-threaded build
+(3.13t, 3.14t, the GIL off) threads run at once and the same line does lose updates — a stress catches it there.
 """
 
 from __future__ import annotations
@@ -134,7 +158,7 @@ class _Reference:
 EXERCISE = Exercise(
     "Lab 09 — the points ledger without its lock on the hot path",
     hints=("Read baseline.add (labkit.exercises.lab09.baseline): how long is the lock held, and which part of that "
-           "time needs it? Price it with section 3's model: a lock held for one audit write, by 8 threads at once.",
+           "time needs it? Price it with section 4's model: a lock held for one audit write, by 8 threads at once.",
            "Two things must stay true: no two adds of one customer may read the same balance (that is a lost "
            "update), and every add writes its own line. Only the first needs the lock; the write needs the new "
            "balance, not the lock.",
