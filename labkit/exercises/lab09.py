@@ -12,7 +12,7 @@ one, as section 4 of the lab models it. The learner writes ``MyLedger(audit)`` w
 
 :func:`check` grades it in this process. Every graded run is a **many-thread stress**: a fresh ledger of the
 learner's class, its own audit trail, 6–10 threads (8 ± 25 %, drawn per run) released together, each adding its
-share of a load generated for that run — 18–30 adds a thread (24 ± 25 %), about 60 % of them on 2–5 hot customers,
+share of a load generated for that run — 18–30 adds a thread (24 ± 25 %), about 60 % of them on 2–3 hot customers,
 the rest on 20–60 others; ids never seen before — the interpreter's switch interval set short (:data:`SWITCH_S`).
 Every run but the hammer is paced alike: a :data:`HOLD_MS` audit write a line, and each caller pausing as long
 again after each add (its other work). In order:
@@ -374,7 +374,7 @@ def _load(rng: random.Random, threads: int, adds: int, hot: float = 0.6) -> list
     """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get the ``hot``
     share of them (as real ones do), the rest spread over many; ids never seen before this run."""
     base = rng.randrange(10**5, 10**9)
-    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 5))]
+    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 3))]
     cold = [base + 10**4 + rng.randrange(10**5) for _ in range(rng.randint(20, 60))]
     out = []
     for _ in range(threads):
@@ -384,7 +384,7 @@ def _load(rng: random.Random, threads: int, adds: int, hot: float = 0.6) -> list
     return out
 
 
-def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None, *, rounds: int = 6,
+def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None, *, rounds: int = 8,
           required_speedup: float = 2.0, wait_budget_x: float = WAIT_BUDGET_X, threads: int = 8, adds: int = 24,
           hold_ms: float = HOLD_MS, save: bool = True, seed: int | None = None) -> CheckResult:
     """Grade a points ledger: exact under the stress in every run, then the wait budget, then P99 end to end.
