@@ -55,8 +55,10 @@ backward jumps (``JUMP_BACKWARD``) and calls — and a trace function runs only 
 ``d[k] += n`` alone on its line, on a plain ``dict`` (or a ``defaultdict(int)``) with ``int`` keys and values, is
 ``BINARY_SUBSCR``, ``BINARY_OP``, ``STORE_SUBSCR`` with no switch point between the read and the store: it never
 loses an update here (four threads, 200,000 each, 10 µs switch interval: none lost), and only what comes after it
-on the next line (a read-back for the audit line) can be caught. A key whose ``__hash__`` or ``__eq__`` is
-Python code, or a ``get`` call between the read and the store, is a switch point. On a free-threaded build
+on the next line (a read-back for the audit line) can be caught. A ledger with no lock whose store and read-back
+share that one line (``self._b[c] += p; b = self._b[c]``, then the write) passes: on this interpreter it is
+exact. A key whose ``__hash__`` or ``__eq__`` is Python code, or a ``get`` call between the read and the store,
+is a switch point. On a free-threaded build
 (3.13t, 3.14t, the GIL off) threads run at once and the same line does lose updates — a stress catches it there.
 """
 
