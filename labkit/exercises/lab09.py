@@ -42,8 +42,8 @@ between any two of its lines. A read outside the lock and a store inside it, a b
 for the audit line, per-customer locks made by the adds that race for them: all split, every run. The forced runs'
 timings measure the trace and are not used; the budget and the P99 are measured on plain runs.
 
-What a ledger can tell: the timed runs and the exactness runs have the same thread counts, load sizes, pace and
-frames (every run is made through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import:
+What a ledger can tell: the timed runs and the exactness runs of the timed size have the same thread counts, load
+sizes, pace and frames (every run is made through one :class:`labkit.grading.kit.Caller`, and the module is sealed at import:
 :mod:`labkit.grading.kit`'s threat model). The forced runs can be told by ``sys.gettrace()`` in ``add``, and the
 hammer by its writes' taking no time (both accepted: nothing else can split a line-boundary race here). A ledger
 honest only when traced is racy in the plain runs, where every answer is checked too — but there only a switch
@@ -58,8 +58,8 @@ loses an update here (four threads, 200,000 each, 10 µs switch interval: none l
 on the next line (a read-back for the audit line) can be caught. A ledger with no lock whose store and read-back
 share that one line (``self._b[c] += p; b = self._b[c]``, then the write) passes: on this interpreter it is
 exact. A key whose ``__hash__`` or ``__eq__`` is Python code, or a ``get`` call between the read and the store,
-is a switch point. On a free-threaded build
-(3.13t, 3.14t, the GIL off) threads run at once and the same line does lose updates — a stress catches it there.
+is a switch point. On a free-threaded build (3.13t, 3.14t, the GIL off) threads run at once and the same line
+does lose updates — a stress catches it there.
 """
 
 from __future__ import annotations
