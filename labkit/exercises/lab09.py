@@ -43,11 +43,11 @@ for the audit line, per-customer locks made by the adds that race for them: all 
 timings measure the trace and are not used; the budget and the P99 are measured on plain runs.
 
 What a ledger can tell: the timed runs and the exactness runs of the timed size have the same thread counts, load
-sizes, pace and frames (every run is made through one :class:`labkit.grading.kit.Caller`, and the module is
-sealed at import: :mod:`labkit.grading.kit`'s threat model). The forced runs can be told by ``sys.gettrace()`` in ``add``, and the
-hammer by its writes' taking no time (both accepted: nothing else can split a line-boundary race here). A ledger
-honest only when traced is racy in the plain runs, where every answer is checked too — but there only a switch
-that lands in its race window catches it.
+sizes, pace and frames (every run is made through one :class:`labkit.grading.kit.Caller`, and the module is sealed
+at import: :mod:`labkit.grading.kit`'s threat model). The forced runs can be told by ``sys.gettrace()`` in ``add``,
+and the hammer by its writes' taking no time (both accepted: nothing else can split a line-boundary race here). A
+ledger honest only when traced is racy in the plain runs, where every answer is checked too — but there only a
+switch that lands in its race window catches it.
 
 What a stress on this interpreter cannot catch: a race that no thread switch can split. With the GIL, CPython 3.11
 hands the interpreter to another thread only where it checks its *eval breaker*: at function entry (``RESUME``),
