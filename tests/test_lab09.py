@@ -1,12 +1,17 @@
-"""Lab 09's grader: the points ledger. The reference passes; the baseline, every generic cheat, dropping the updates
-(all of them, or those that would wait for the lock), skipping the lock and hoping, skipping the audit write,
-state shared between ledgers, a ledger that turns careless once many threads run, a per-customer lock that still
-holds the write, and a wrong answer all fail."""
+"""Lab 09's grader: the points ledger. The reference (and a queue to one writer thread) passes; the baseline, every
+generic cheat, dropping the updates (all of them, or those that would wait for the lock), skipping the lock and
+hoping, skipping the audit write, state shared between ledgers, a ledger that turns careless once many threads run,
+a per-customer lock that still holds the write, and a wrong answer all fail — and so do the races whose window is a
+line boundary, which only the forced-switch runs split: no lock on a ``defaultdict``, the balance read outside the
+lock and stored inside it, per-customer locks made by the adds that race for them, and an audit line written with
+the balance read again after the lock."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
+from collections import defaultdict
 from typing import Any
 
 from graderkit import assert_grader, mutating, size_gated, standard_cheats
@@ -126,6 +131,58 @@ class PerCustomerLockStillHoldsTheWrite(lab09.baseline):
             self._balance[customer_id] = balance
 
 
+class NoLockAtAll:
+    """No lock: ``+=`` on a ``defaultdict`` (one line no switch splits here), then the balance read back for the
+    line — by then another add may have added its points."""
+
+    def __init__(self, audit: Any) -> None:
+        self._audit, self._b = audit, defaultdict(int)
+
+    def add(self, customer_id: int, points: int) -> None:
+        self._b[customer_id] += points
+        b = self._b[customer_id]
+        self._audit.write(customer_id, points, b)
+
+    def balances(self) -> dict[int, int]:
+        return dict(self._b)
+
+
+class ReadsOutsideTheLock(Reference):
+    """The read outside the lock, only the store inside it: two adds read the same balance."""
+
+    def add(self, customer_id: int, points: int) -> None:
+        b = self._balance.get(customer_id, 0) + points
+        with self._lock:
+            self._balance[customer_id] = b
+        self._audit.write(customer_id, points, b)
+
+
+class PerCustomerLocksMadeRacily(Reference):
+    """One lock per customer, made by the first add that finds none — two first adds make two locks."""
+
+    def __init__(self, audit: Any) -> None:
+        super().__init__(audit)
+        self._locks: dict[int, threading.Lock] = {}
+
+    def add(self, customer_id: int, points: int) -> None:
+        lock = self._locks.get(customer_id)
+        if lock is None:
+            lock = self._locks[customer_id] = threading.Lock()
+        with lock:
+            b = self._balance.get(customer_id, 0) + points
+            self._balance[customer_id] = b
+        self._audit.write(customer_id, points, b)
+
+
+class StaleAuditBalance(Reference):
+    """Exact balances; the audit line's balance read again after the lock: another add's points may be in it."""
+
+    def add(self, customer_id: int, points: int) -> None:
+        with self._lock:
+            self._balance[customer_id] = self._balance.get(customer_id, 0) + points
+        self._audit.write(customer_id, points, self._balance[customer_id])
+
+
 _shared: dict[int, int] = {}
 
 
@@ -167,6 +224,10 @@ GRADER_CASES = {
                "per-customer locks still hold the write": PerCustomerLockStillHoldsTheWrite,
                "state shared between ledgers": SharedAcrossLedgers,
                "careless once many threads run": size_gated(lab09.baseline, _threads, 8, SkipTheLockAndHope),
+               "no lock at all (a defaultdict)": NoLockAtAll,
+               "reads outside the lock, stores inside": ReadsOutsideTheLock,
+               "per-customer locks made racily": PerCustomerLocksMadeRacily,
+               "audit line with a stale balance": StaleAuditBalance,
                "mutates its audit trail": mutating(lab09.baseline, _unhooks)},
 }
 
@@ -241,3 +302,22 @@ def test_the_audit_trail_must_be_a_serial_history_with_every_line_once():
     assert missing is not None and "1 missing, 0 extra" in missing
     typed = lab09._problem(run_of({7: 8.0, 8: 2}, []), load)
     assert typed is not None and "expected type int" in typed
+
+
+def test_races_on_a_line_boundary_fail_under_the_forced_switches_and_say_so():
+    for racy, says in ((NoLockAtAll, "no serial history"), (ReadsOutsideTheLock, "lost updates"),
+                       (PerCustomerLocksMadeRacily, "lost updates"), (StaleAuditBalance, "no serial history")):
+        grade = lab09.check(racy, _experiment(), save=False)
+        assert len(grade.items) == 1 and says in grade.items[0].message, (racy.__name__, str(grade))
+
+
+def test_the_forced_switch_run_passes_the_reference_and_fails_a_ledger_that_removes_its_trace():
+    class Untraced(Reference):
+        def add(self, customer_id: int, points: int) -> None:
+            sys.settrace(None)
+            super().add(customer_id, points)
+
+    load = [[(1, 2)] * 3] * 2
+    assert lab09._problem(lab09.stress(Reference, load, forced=True), load) is None
+    run = lab09.stress(Untraced, load, forced=True)
+    assert run.error is not None and "trace function" in run.error

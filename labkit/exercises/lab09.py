@@ -4,40 +4,67 @@ Every order adds loyalty points to its customer's balance and writes a line to t
 customer, the points, the balance after them): :class:`baseline` holds **one lock** around the balance *and* the
 audit write (an emulated write to a remote audit store, ``hold_ms`` a line — named as an emulation wherever it is
 used). Every add from every thread queues for that lock while another add's write is in flight: a server of
-one, as section 3 of the lab models it. The learner writes ``MyLedger(audit)`` with the same two methods:
+one, as section 4 of the lab models it. The learner writes ``MyLedger(audit)`` with the same two methods:
 
 * ``add(customer_id: int, points: int) -> None`` — called from many threads at once;
 * ``balances() -> dict[int, int]`` — every customer's balance, once the adds have returned; by then the audit
   trail must hold every add's line (its order is not graded).
 
-:func:`check` grades it in this process. Every graded run is the same **many-thread stress**: a fresh ledger of
-the learner's class, its own audit trail, 6–10 threads (drawn per run) released together, each adding its share
-of a load generated for that run (hot customers included), the interpreter's switch interval set short
-(:data:`SWITCH_S`) so that a race between two threads shows up as it would under heavy traffic. In order:
+:func:`check` grades it in this process. Every graded run is a **many-thread stress**: a fresh ledger of the
+learner's class, its own audit trail, 6–10 threads (8 ± 25 %, drawn per run) released together, each adding its
+share of a load generated for that run — 18–30 adds a thread (24 ± 25 %), about 60 % of them on 2–3 hot customers,
+the rest on 20–60 others; ids never seen before — the interpreter's switch interval set short (:data:`SWITCH_S`).
+Every run but the hammer is paced alike: a :data:`HOLD_MS` audit write a line, and each caller pausing as long
+again after each add (its other work). In order:
 
 1. **exact** — on every run, in every phase: ``balances()`` exactly the sums of what was added (a ``dict`` of
    ``int``, compared by :func:`labkit.grading.exact.difference`), and an audit trail with every add's line once whose
-   balances make a serial history per customer (each line's balance = the previous line's + its points). No lost
-   update passes, however fast: edge cases (no adds, one add, one customer from every thread) and runs of the
-   timed size;
+   balances make a serial history per customer (each line's balance = the previous line's + its points: the
+   balance the ledger held when that add was made, so a line written with a balance read again later, after
+   another add, fails). The runs: edge cases (no adds, one add, one customer from every thread), runs of the
+   timed size, three runs (one customer from every thread, two of the timed size) with a **thread switch forced
+   at every line** of the ledger's code, and a **hammer**: ~:data:`HAMMER_ADDS` adds a thread back to back, 90 % on
+   a few hot customers, audit writes that take no time (thousands of adds in all);
 2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **the wait budget** — on a load nobody has seen, the time each add spends *waiting* (its time minus its own
    audit write, both timed by the grader: the write by the audit trail it hands you) at P90 at most
-   ``wait_budget_x`` × the median audit write, each caller pausing one audit write between its adds (its other
-   work). A lock held across the write makes every add wait for the others';
+   ``wait_budget_x`` × the median audit write. A lock held across the write makes every add wait for the others';
 4. **faster at P99 end to end** — interleaved rounds of the baseline and your ledger on fresh loads, each round's
    P99 of an add as its caller sees it, compared by :func:`labkit.compare`: ``faster`` by ``required_speedup``,
    every run's answer checked; then your experiment, concluded with the measured P99 ratio (judged against its interval, widened by ±25 %).
 
-The runs are made through one :class:`labkit.grading.kit.Caller` (the same frames in every phase) and the module is
-sealed at import (:mod:`labkit.grading.kit`'s threat model). What a stress on this interpreter cannot catch: a race
-that no thread switch can split. With the GIL, CPython 3.11 checks for a switch only at calls and backward jumps,
-so an unlocked ``d[k] += n`` on a plain ``dict`` of ``int`` never loses an update here — it does on a
-free-threaded build (3.13t, 3.14t), where this same check catches it.
+Why the forced switches: each add sleeps in its audit write with the GIL released, so a thread switch lands there,
+and almost never in the microseconds between a racy ledger's read of a balance and its store — the short switch
+interval alone passed a ledger with no lock at all. In a forced run, each driver thread runs its adds under a trace
+function (``sys.settrace``, set in that thread and removed after) that sleeps :data:`NUDGE_S` at every line of the
+ledger's own code (not the grader's file, ``threading``'s or ``queue``'s), releasing the GIL there: another add runs
+between any two of its lines. A read outside the lock and a store inside it, a balance read back after the lock
+for the audit line, per-customer locks made by the adds that race for them: all split, every run. The forced runs'
+timings measure the trace and are not used; the budget and the P99 are measured on plain runs.
+
+What a ledger can tell: the timed runs and the exactness runs of the timed size have the same thread counts, load
+sizes, pace and frames (every run is made through one :class:`labkit.grading.kit.Caller`, and the module is sealed
+at import: :mod:`labkit.grading.kit`'s threat model). The forced runs can be told by ``sys.gettrace()`` in ``add``,
+and the hammer by its writes' taking no time (both accepted: nothing else can split a line-boundary race here). A
+ledger honest only when traced is racy in the plain runs, where every answer is checked too — but there only a
+switch that lands in its race window catches it.
+
+What a stress on this interpreter cannot catch: a race that no thread switch can split. With the GIL, CPython 3.11
+hands the interpreter to another thread only where it checks its *eval breaker*: at function entry (``RESUME``),
+backward jumps (``JUMP_BACKWARD``) and calls — and a trace function runs only at line boundaries. So an unlocked
+``d[k] += n`` alone on its line, on a plain ``dict`` (or a ``defaultdict(int)``) with ``int`` keys and values, is
+``BINARY_SUBSCR``, ``BINARY_OP``, ``STORE_SUBSCR`` with no switch point between the read and the store: it never
+loses an update here (four threads, 200,000 each, 10 µs switch interval: none lost), and only what comes after it
+on the next line (a read-back for the audit line) can be caught. A ledger with no lock whose store and read-back
+share that one line (``self._b[c] += p; b = self._b[c]``, then the write) passes: on this interpreter it is
+exact. A key whose ``__hash__`` or ``__eq__`` is Python code, or a ``get`` call between the read and the store,
+is a switch point. On a free-threaded build (3.13t, 3.14t, the GIL off) threads run at once and the same line
+does lose updates — a stress catches it there.
 """
 
 from __future__ import annotations
 
+import queue
 import random
 import sys
 import threading
@@ -67,7 +94,8 @@ from labkit.grading import (
 )
 from labkit.grading import compare as _compare
 
-__all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS"]
+__all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS",
+           "NUDGE_S", "HAMMER_ADDS"]
 
 #: the switch interval every graded run sets (seconds; CPython's default is 0.005): a thread that waits for the
 #: interpreter asks the running one to let go after this long, so a read-modify-write split by a call is split
@@ -76,7 +104,16 @@ SWITCH_S = 1e-5
 WAIT_BUDGET_X = 0.5
 #: the emulated audit write, per line (ms)
 HOLD_MS = 0.2
+#: the sleep at every line of the ledger's code in a forced-switch run (seconds): the GIL is released, and a thread
+#: that waits for it runs — so a read and a store on two lines are split as often as there are threads to split them
+NUDGE_S = 1e-6
+#: adds per thread in the hammer run (about; drawn per run): thousands in all, back to back, on a few hot customers
+HAMMER_ADDS = 300
 _SLEEP = time.sleep
+_SETTRACE, _GETTRACE = sys.settrace, sys.gettrace
+#: the files whose frames a forced-switch run leaves alone: the grader's own (the drivers, the audit trail's write),
+#: and the standard library's thread and queue machinery a ledger may call (their waits release the GIL already)
+_UNTRACED = frozenset({__file__, threading.__file__, queue.__file__})
 _PERCENTILE = np.percentile
 
 
@@ -123,7 +160,7 @@ class _Reference:
 EXERCISE = Exercise(
     "Lab 09 — the points ledger without its lock on the hot path",
     hints=("Read baseline.add (labkit.exercises.lab09.baseline): how long is the lock held, and which part of that "
-           "time needs it? Price it with section 3's model: a lock held for one audit write, by 8 threads at once.",
+           "time needs it? Price it with section 4's model: a lock held for one audit write, by 8 threads at once.",
            "Two things must stay true: no two adds of one customer may read the same balance (that is a lost "
            "update), and every add writes its own line. Only the first needs the lock; the write needs the new "
            "balance, not the lock.",
@@ -150,7 +187,8 @@ def _trail(hold_s: float) -> tuple[Any, list[tuple[Any, Any, Any]], list[int], C
         def write(self, customer_id: int, points: int, balance: int) -> None:
             """Write one line: the customer, the points added, the balance after them (an emulated remote write)."""
             t0 = clock()
-            sleep(hold_s)
+            if hold_s:  # a zero hold (the hammer's) is no sleep at all: the GIL is kept, the adds come back to back
+                sleep(hold_s)
             lines.append((customer_id, points, balance))
             ns = clock() - t0
             took.append(ns)
@@ -193,24 +231,39 @@ def _describe(e: BaseException) -> str:
 
 
 def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]]], *, hold_ms: float = HOLD_MS,
-           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0) -> Stress:
+           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0, forced: bool = False) -> Stress:
     """Run ``ledger(audit)`` under the grader's stress: one thread per share of ``load`` (a list of
     ``(customer_id, points)`` per thread), released together, the switch interval at :data:`SWITCH_S`; then
     ``balances()``. With ``think_ms``, each thread pauses that long after each add (its caller's other work);
-    without, its adds come back to back. Never raises what the ledger raises: a failed run says why in
-    ``error``."""
+    without, its adds come back to back. With ``forced``, each thread's adds run under a trace function that
+    sleeps :data:`NUDGE_S` at every line of the ledger's own code (not the grader's, nor ``threading``'s or
+    ``queue``'s), releasing the GIL there: another thread runs between any two lines, so a read-modify-write
+    spread over two lines is split; the run's timings then measure the trace, not the ledger. Never raises what
+    the ledger raises: a failed run says why in ``error``."""
     audit, lines, took, taken = _trail(hold_ms / 1e3)
-    clock, think_s = _CLOCK, think_ms / 1e3
+    clock, think_s, nudge_s = _CLOCK, think_ms / 1e3, NUDGE_S
     lat: list[list[int]] = [[] for _ in load]
     wait: list[list[int]] = [[] for _ in load]
     errors: list[str] = []
     go = threading.Event()
     empty = np.zeros(0, dtype=np.int64)
+    untraced = _UNTRACED
+
+    def nudge(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            _SLEEP(nudge_s)  # the GIL is released: a thread waiting for it runs before this line does
+        return nudge
+
+    def enter(frame: Any, event: str, arg: Any) -> Any:
+        return None if frame.f_code.co_filename in untraced else nudge
 
     def drive(i: int, obj: Any) -> None:
         mine, waited = lat[i], wait[i]
+        before = _GETTRACE()
         try:
             add = obj.add
+            if forced:
+                _SETTRACE(enter)
             go.wait()
             for customer, points in load[i]:
                 t0 = clock()
@@ -220,8 +273,15 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
                 waited.append(t1 - t0 - taken())
                 if think_s:
                     _SLEEP(think_s)
+            if forced and _GETTRACE() is not enter:
+                errors.append("the ledger replaced the grader's trace function (sys.settrace) during its adds — "
+                              "this run forces a thread switch at every line of your code. Try: leave the "
+                              "interpreter's hooks alone")
         except BaseException as e:  # the learner's code: reported, never raised in the grader's thread
             errors.append(f"add raised {_describe(e)}")
+        finally:
+            if forced:
+                _SETTRACE(before)
 
     old = sys.getswitchinterval()
     try:
@@ -306,26 +366,27 @@ def _problem(run: Stress, load: Sequence[Sequence[tuple[int, int]]]) -> str | No
         for b, p in sorted(entries):
             if b != before + p:
                 return (f"customer {c}'s audit lines are no serial history: a line says balance {b:,} after "
-                        f"{p} points, but the line before it says {before:,} — two adds read the same balance")
+                        f"{p} points, but the line before it says {before:,} — a line's balance is not the one its "
+                        "own add made (two adds read the same balance, or it was read again after another add)")
             before = b
     return None
 
 
-def _load(rng: random.Random, threads: int, adds: int, hot: bool = True) -> list[list[tuple[int, int]]]:
-    """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get most of them
-    (as real ones do), the rest spread over many; ids never seen before this run."""
+def _load(rng: random.Random, threads: int, adds: int, hot: float = 0.6) -> list[list[tuple[int, int]]]:
+    """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get the ``hot``
+    share of them (as real ones do), the rest spread over many; ids never seen before this run."""
     base = rng.randrange(10**5, 10**9)
-    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 5))]
+    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 3))]
     cold = [base + 10**4 + rng.randrange(10**5) for _ in range(rng.randint(20, 60))]
     out = []
     for _ in range(threads):
         n = band(rng, adds, 0.25)
-        out.append([(rng.choice(hot_ids) if hot and rng.random() < 0.6 else rng.choice(cold), rng.randint(1, 500))
+        out.append([(rng.choice(hot_ids) if rng.random() < hot else rng.choice(cold), rng.randint(1, 500))
                     for _ in range(n)])
     return out
 
 
-def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None, *, rounds: int = 6,
+def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None, *, rounds: int = 8,
           required_speedup: float = 2.0, wait_budget_x: float = WAIT_BUDGET_X, threads: int = 8, adds: int = 24,
           hold_ms: float = HOLD_MS, save: bool = True, seed: int | None = None) -> CheckResult:
     """Grade a points ledger: exact under the stress in every run, then the wait budget, then P99 end to end.
@@ -346,52 +407,66 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     refused, seed, rng = EXERCISE.start(my_ledger, seed)
     if refused is not None:
         return refused
+    # how a run is paced: (audit write, other work between a caller's adds, both ms; a switch forced at every line).
+    # Every run but the hammer is paced alike — each caller's adds one audit write apart, so that an add's wait is
+    # its queue for the ledger (back to back, a ledger whose add is nearly free, a queue to a writer thread, would
+    # be charged its callers' queue for the GIL instead) — so that nothing in the pace tells a timed run
+    paced, forced, hammer = (hold_ms, hold_ms, False), (hold_ms, hold_ms, True), (0.0, 0.0, False)
 
-    def yours(load: list[list[tuple[int, int]]]) -> Stress:
-        return stress(my_ledger, load, hold_ms=hold_ms)
+    def yours(load: list[list[tuple[int, int]]], pace: tuple[float, float, bool]) -> Stress:
+        return stress(my_ledger, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2])
 
-    def base(load: list[list[tuple[int, int]]]) -> Stress:
-        return stress(baseline, load, hold_ms=hold_ms)
-
-    def paced(load: list[list[tuple[int, int]]]) -> Stress:
-        # the budget's load: each caller's adds one audit write apart, so that an add's wait is its queue for the
-        # ledger; back to back, a ledger whose add is nearly free (a queue to a writer thread) would be charged
-        # its callers' queue for the GIL instead
-        return stress(my_ledger, load, hold_ms=hold_ms, think_ms=hold_ms)
+    def base(load: list[list[tuple[int, int]]], pace: tuple[float, float, bool]) -> Stress:
+        return stress(baseline, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2])
 
     def sized() -> list[list[tuple[int, int]]]:
         return _load(rng, band(rng, threads, 0.25), adds)
 
     # a ledger may keep a thread of its own (a writer behind a queue): allowed while it waits, not while it works
     with Caller(threads="idle") as caller:
-        def run(fn: Callable[..., Stress], load: list[list[tuple[int, int]]]) -> Stress:
-            out = caller.call(fn, (load,))
+        def run(fn: Callable[..., Stress], load: list[list[tuple[int, int]]],
+                pace: tuple[float, float, bool] = paced) -> Stress:
+            out = caller.call(fn, (load, pace))
             if out.error is not None or type(out.value) is not Stress:
                 return Stress(None, (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, len(load),
                               f"the run failed: {_describe(out.error) if out.error else kind(out.value)}")
             return out.value
 
         def exact() -> Item:
-            many, one = band(rng, threads, 0.25), rng.randrange(10**7, 10**8)
-            cases = [("no adds at all", [[] for _ in range(many)]),
-                     ("one add", [[(rng.randrange(10**6, 10**7), rng.randint(1, 500))]]),
-                     (f"one customer from {many} threads",
-                      [[(one, rng.randint(1, 500)) for _ in range(band(rng, adds, 0.25))] for _ in range(many)])]
-            cases += [(f"a run of the timed size ({i + 1})", sized()) for i in range(rng.randint(2, 3))]
+            many = band(rng, threads, 0.25)
+
+            def crowd() -> list[list[tuple[int, int]]]:  # one customer, every thread
+                one = rng.randrange(10**7, 10**8)
+                return [[(one, rng.randint(1, 500)) for _ in range(band(rng, adds, 0.25))] for _ in range(many)]
+
+            switched = "a thread switch forced at every line of your code"
+            cases = [("no adds at all", [[] for _ in range(many)], paced),
+                     ("one add", [[(rng.randrange(10**6, 10**7), rng.randint(1, 500))]], paced),
+                     (f"one customer from {many} threads", crowd(), paced),
+                     (f"one customer from {many} threads, {switched}", crowd(), forced),
+                     ("the hammer: adds back to back on a few hot customers, audit writes that take no time",
+                      _load(rng, band(rng, threads, 0.25), HAMMER_ADDS, hot=0.9), hammer)]
+            cases += [(f"a run of the timed size ({i + 1})", sized(), paced) for i in range(rng.randint(2, 3))]
+            cases += [(f"a run of the timed size, {switched} ({i + 1})", sized(), forced) for i in range(2)]
+            hammered = sum(len(share) for _, load, pace in cases if pace is hammer for share in load)
             rng.shuffle(cases)
-            for name, load in cases:
-                got = run(yours, load)
+            for name, load, pace in cases:
+                got = run(yours, load, pace)
                 if (where := _problem(got, load)) is not None:
                     n = sum(len(s) for s in load)
-                    return failed(f"on {name} ({len(load)} threads, {n} adds): {where}",
-                                  hint="every add must count exactly once, however many threads race",
+                    return failed(f"on {name} ({len(load)} threads, {n:,} adds): {where}",
+                                  hint="every add must count exactly once, however many threads race: the read, "
+                                  "the sum and the store of a balance — and the balance its audit line says — under "
+                                  "one lock that every add takes (made once, not by the adds that race for it)",
                                   criterion="correctness")
             return passed(f"exact on all {len(cases)} stress runs (balances and audit trail, {SWITCH_S * 1e6:g} µs "
-                          "switch interval)", criterion="correctness")
+                          "switch interval; three with a thread switch forced at every line of your code, "
+                          f"one hammer of {hammered:,} adds back to back)",
+                          criterion="correctness")
 
         def within_budget() -> Item:
             load = sized()
-            got = run(paced, load)
+            got = run(yours, load)
             if (where := _problem(got, load)) is not None:
                 return failed(f"wrong answer on the budget's load: {where}", criterion="budget")
             p90, write = float(_PERCENTILE(got.wait_ns, 90)), max(got.write_ns, 1.0)
