@@ -513,14 +513,19 @@ def filled_later(honest: Callable[..., Any], honest_calls: int = 12) -> Callable
     return _named(cheat, "filled_later")
 
 
-def left_running(honest: Callable[..., Any], seconds: float = 0.5) -> Callable[..., Any]:
-    """The answer, computed honestly — and a thread left alive after it (deferred clean-up, say) that the
-    grader's next calls would share the machine with."""
+def left_running(honest: Callable[..., Any], seconds: float = 0.3) -> Callable[..., Any]:
+    """The answer, computed honestly — and a thread left working after it (deferred clean-up, say: ``seconds``
+    of CPU) that the grader's next calls would share the machine with."""
     import threading
+
+    def clean_up() -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
 
     def cheat(*args: Any) -> Any:
         out = honest(*args)
-        threading.Thread(target=time.sleep, args=(seconds,), daemon=True).start()
+        threading.Thread(target=clean_up, daemon=True).start()
         return out
 
     return _named(cheat, "left_running")

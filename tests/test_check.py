@@ -174,7 +174,7 @@ class Lines(Meter):
             raise RuntimeError("the line meter was unhooked during the call (sys.settrace)")
 
 
-EXERCISE = Exercise("toy", ("a", "b", "c"), _reference)
+EXERCISE = Exercise("Lab 99 — toy", ("a", "b", "c"), _reference)
 
 
 def check(solution, experiment=None, seed=None):

@@ -55,11 +55,13 @@ from labkit.grading import (
     Exercise,
     Experiment,
     Item,
+    Watch,
     failed,
     kind,
     passed,
     planned,
     prediction,
+    quiet,
     seal,
 )
 from labkit.grading import compare as _compare
@@ -298,9 +300,15 @@ def check(plan: Callable[[Scenario], tuple[float, int]], experiment: Experiment 
                               criterion="correctness")
             if isinstance(got, str):
                 return failed(f"{where}: {got}", criterion="correctness")
+            if (busy := quiet(caller, f"{where}, before the grader's load", "correctness", children=False)) is not None:
+                return busy
+            watch = Watch(caller, children=False)  # the service is the grader's child
             alone = _alone(svc.url, paths, 0.5)  # the grader's own paths: s.paths is the plan's to change
             flat = _run(svc.url, concurrency=3 * d.pool, duration_s=capacity_s, warmup_s=0.3, paths=paths,
                        progress=False)
+            if (busy := watch.busy()) is not None:
+                return failed(f"{where}: {busy}", "the grader's load cannot be trusted",
+                              "stop the threads your notebook started, then check again", criterion="correctness")
         w_ns = float(alone.service_ns.mean())
         answers[k] = (*got, w_ns, alone)
         cap, measured = got[0], flat.achieved_rate

@@ -83,6 +83,7 @@ from labkit.grading import (
     Exercise,
     Experiment,
     Item,
+    Watch,
     band,
     difference,
     failed,
@@ -90,6 +91,7 @@ from labkit.grading import (
     passed,
     planned,
     prediction,
+    quiet,
     seal,
 )
 from labkit.grading import compare as _compare
@@ -433,6 +435,8 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
             return out.value
 
         def exact() -> Item:
+            if (busy := quiet(caller, "before the stress runs", "correctness")) is not None:
+                return busy
             many = band(rng, threads, 0.25)
 
             def crowd() -> list[list[tuple[int, int]]]:  # one customer, every thread
@@ -466,7 +470,11 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
 
         def within_budget() -> Item:
             load = sized()
+            watch = Watch(caller)
             got = run(yours, load)
+            if (busy := watch.busy()) is not None:
+                return failed(f"the budget's run: {busy}", "the waits cannot be trusted",
+                              "stop the threads your notebook started, then check again", criterion="budget")
             if (where := _problem(got, load)) is not None:
                 return failed(f"wrong answer on the budget's load: {where}", criterion="budget")
             p90, write = float(_PERCENTILE(got.wait_ns, 90)), max(got.write_ns, 1.0)
@@ -482,6 +490,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
         def faster() -> tuple[Item, ...]:
             n = rounds + rng.randrange(0, max(2, rounds // 2 + 1))
             p99: tuple[list[float], list[float]] = ([], [])
+            watch = Watch(caller)
             for r in range(n):
                 sub = rng.randrange(2**31)
                 sides = [(0, base), (1, yours)] if r % 2 == 0 else [(1, yours), (0, base)]
@@ -493,6 +502,10 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
                         return (failed(f"round {r + 1}, {who}: {where}", hint="every answer counts, timed or not",
                                        criterion="speed"),)
                     p99[i].append(got.p(99))
+            if (busy := watch.busy()) is not None:
+                return (failed(f"the P99 rounds: {busy}", "the comparison cannot be trusted: that work may have "
+                               "slowed one side", "stop the threads your notebook started, then check again",
+                               criterion="speed"),)
             try:
                 c = _compare(p99[0], p99[1], names=("baseline: P99 of an add", "yours: P99 of an add"))
             except Exception as e:  # too few rounds to compare, say

@@ -19,6 +19,7 @@ from labkit.grading.kit import (
     Exercise,
     Item,
     Note,
+    Watch,
     answers,
     band,
     failed,
@@ -28,6 +29,7 @@ from labkit.grading.kit import (
     passed,
     planned,
     prediction,
+    quiet,
     timed,
 )
 from labkit.grading.sealing import seal
@@ -36,4 +38,4 @@ from labkit.measure.comparison import compare
 
 __all__ = ["CLOCK", "Caller", "CheckResult", "Exercise", "Experiment", "Item", "Meter", "Note", "Outcome", "answers",
            "band", "compare", "difference", "failed", "fresh_seed", "kind", "metered", "not_callable", "passed",
-           "planned", "prediction", "seal", "timed"]
+           "planned", "prediction", "quiet", "seal", "timed", "Watch"]

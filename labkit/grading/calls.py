@@ -52,6 +52,9 @@ class Outcome:
     value: Any
     error: BaseException | None
     ns: int
+    #: the object the call returned, as it is now (``value`` is its copy taken at return, when the caller
+    #: freezes answers): a difference between them is an answer changed after its call returned
+    raw: Any = None
 
 
 class Meter:
@@ -143,17 +146,18 @@ def _children_cpu_ns() -> int:
         return 0
 
 
-def others_cpu_ns(exclude: frozenset[int] | set[int]) -> tuple[int, dict[int, int]]:
+def others_cpu_ns(exclude: frozenset[int] | set[int], children: bool = True) -> tuple[int, dict[int, int]]:
     """The CPU used so far by this process's Python threads (those :mod:`threading` knows) other than
     ``exclude`` (native ids) plus its child processes (ns), and each such thread's share: read twice, the
     difference is what they did in between. Threads of C libraries (a BLAS pool spinning after a matrix
-    product, a messaging library's I/O thread) are not counted: they are the grader's too. Linux only (0
-    elsewhere: nothing can be told)."""
+    product, a messaging library's I/O thread) are not counted: they are the grader's too; nor are child
+    processes with ``children=False`` (a grader whose own service runs as one). Linux only (0 elsewhere:
+    nothing can be told)."""
     if not _LINUX:
         return 0, {}
     python = frozenset(t.native_id for t in _ENUMERATE() if t.native_id is not None)
     per = {tid: _cpu_ns(tid) for tid in python - exclude}
-    return sum(per.values()) + _children_cpu_ns(), per
+    return sum(per.values()) + (_children_cpu_ns() if children else 0), per
 
 
 class Uncopyable:
@@ -331,6 +335,7 @@ def _serve(jobs: queue.SimpleQueue[Any], done: queue.SimpleQueue[Any], clock: Ca
             out = _timed(fn, args, clock, meter)
         except BaseException as e:  # the meter itself failed (or was unhooked): the call counts as failed
             out = (None, e, 0)
+        raw = out[0]
         if freeze and out[1] is None:  # the answer as returned: nothing a thread does to it later is checked
             out = (_frozen(out[0]), None, out[2])
         fn = args = meter = None
@@ -339,8 +344,9 @@ def _serve(jobs: queue.SimpleQueue[Any], done: queue.SimpleQueue[Any], clock: Ca
         if (changed or left) and not isinstance(out[1], KeyboardInterrupt):
             broke = ChangedProcess(changed) if changed else LeftRunning(left)
             out = (None, broke, out[2])
-        done.put(out)
-        out = None
+            raw = None
+        done.put((*out, raw))
+        out = raw = None
 
 
 class Caller:
@@ -381,13 +387,13 @@ class Caller:
             return Outcome(None, self._broken, 0)
         self._jobs.put((fn, args, _NO_METER if meter is None else meter))
         try:
-            value, error, ns = self._done.get(timeout=self.timeout_s)
+            value, error, ns, raw = self._done.get(timeout=self.timeout_s)
         except queue.Empty:
             self._broken = TimeoutError(f"a call did not return within {self.timeout_s:g} s")
             return Outcome(None, self._broken, 0)
         if isinstance(error, KeyboardInterrupt):
             raise error  # the learner pressed stop: that is theirs to raise
-        return Outcome(value, error, ns)
+        return Outcome(value, error, ns, raw)
 
     def close(self) -> None:
         """Stop the worker (after the call in progress, if any)."""

@@ -416,7 +416,7 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
     if limit is None and max_fraction is None:
         raise ValueError(f"metered({what!r}) has no budget: give limit= (an amount of {unit}), max_fraction= (of "
                          "the baseline's) or both")
-    if (busy := _busy_now(caller, what, "budget")) is not None:
+    if (busy := quiet(caller, what, "budget")) is not None:
         return busy
     if warm is not None:
         caller.call(baseline, warm())
@@ -465,13 +465,14 @@ OTHERS_SHARE = 0.05
 _OTHERS_ALLOWANCE_NS = 30_000_000
 
 
-def _busy_now(caller: Caller, what: str, criterion: str) -> Item | None:
+def quiet(caller: Caller, what: str, criterion: str, *, children: bool = True) -> Item | None:
     """A refusal when the rest of the process is using the CPU right now (over a short look), else None: a
-    meter or a clock would count, or suffer, that work too."""
+    meter or a clock would count, or suffer, that work too. ``children=False``: the process's child processes
+    are the grader's (its service), not counted."""
     mine = frozenset((caller.grader_id, caller.worker_id))
-    before, t0 = others_cpu_ns(mine), _CLOCK()
+    before, t0 = others_cpu_ns(mine, children), _CLOCK()
     _sleep(QUIET_LOOK_S)
-    after = others_cpu_ns(mine)
+    after = others_cpu_ns(mine, children)
     wall = _CLOCK() - t0  # after the second reading: reading /proc waits for the interpreter too
     (total0, per0), (total1, per1) = before, after
     used = sum(max(0, v - per0.get(t, 0)) for t, v in per1.items())
@@ -508,6 +509,21 @@ def _others_busy(before: tuple[int, dict[int, int]], after: tuple[int, dict[int,
             f"{wall_ns / 1e9:.2f} s ({who})")
 
 
+class Watch:
+    """The CPU that the rest of the process (its other Python threads, its child processes) uses during a phase
+    of a grading: ``w = Watch(caller)`` before, ``w.busy()`` after — a sentence when it used more than
+    :data:`OTHERS_SHARE` of the phase's time, else None. ``children=False``: child processes are the grader's
+    own (its service) and not counted."""
+
+    def __init__(self, caller: Caller, *, children: bool = True) -> None:
+        self._mine, self._children = frozenset((caller.grader_id, caller.worker_id)), children
+        self._before, self._t0 = others_cpu_ns(self._mine, children), _CLOCK()
+
+    def busy(self) -> str | None:
+        after = others_cpu_ns(self._mine, self._children)
+        return _others_busy(self._before, after, _CLOCK() - self._t0)
+
+
 class _LearnerRaised(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(_text(error))
@@ -533,6 +549,7 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
     """
     got: tuple[dict[int, Any], dict[int, Any]] = ({}, {})
     kept: dict[int, _Kept] = {}
+    raw: dict[int, Any] = {}
     current, lost = [0], [0]
 
     def clock() -> int:
@@ -550,6 +567,8 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
             out = caller.call(fn, args)
             if out.error is None:
                 got[i][current[0]] = out.value  # as returned: the caller copied it then
+                if i == 1:
+                    raw[current[0]] = out.raw
             lost[0] += (_CLOCK() - t0) - out.ns
             if out.error is not None:
                 raise _LearnerRaised(out.error)
@@ -557,7 +576,7 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
 
     where = f"{what}: " if what else ""
     n = rounds + rng.randrange(0, max(2, rounds // 2 + 1))
-    if (busy := _busy_now(caller, what or "timing your function", "speed")) is not None:
+    if (busy := quiet(caller, what or "timing your function", "speed")) is not None:
         return busy
     mine = frozenset((caller.grader_id, caller.worker_id))
     others0, w0 = others_cpu_ns(mine), _CLOCK()
@@ -584,6 +603,11 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
                           criterion="speed")
         if k in kept and (broke := kept[k].problem(got[1][k])) is not None:
             return failed(f"{where}on a timed call your function {broke}", criterion="speed")
+        if k in raw and type(got[1][k]) is not Uncopyable and (d := _differs(difference, got[1][k], raw[k])) is not None:
+            return failed(f"{where}an answer changed after your function returned it ({d})",
+                          "the caller's copy is not yours to change: a buffer reused by the next call, or a thread "
+                          "still writing, hands every caller the last answer",
+                          "return a new object from every call", criterion="speed")
     checked = f"; {len(keys)} timed answers checked"
     if c.verdict == "faster" and c.speedup >= required_speedup:
         return passed(f"{where}{c.summary()}{checked}", detail=c, criterion="speed")
