@@ -622,10 +622,11 @@ def _scribble(x: Any) -> bool:
     return False
 
 
-def input_cheats(reference: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+def input_cheats(reference: Callable[..., Any], returns: bool = True) -> dict[str, Callable[..., Any]]:
     """Two honest mistakes with the caller's data, over the (fast, right) reference: it **writes into its
-    input** after answering (sorts it, drops a key, bumps a cell — the caller's data is gone), and it **returns
-    its input**, the answer written over the caller's list or array."""
+    input** after answering (reverses it, drops a key, bumps a cell — the caller's data is gone), and, with
+    ``returns`` (for a lab whose answer has an input's type), it **returns its input**, the answer written over
+    the caller's list or array."""
     import numpy as np
 
     def writes(*args: Any) -> Any:
@@ -635,7 +636,7 @@ def input_cheats(reference: Callable[..., Any]) -> dict[str, Callable[..., Any]]
                 break
         return out
 
-    def returns(*args: Any) -> Any:
+    def hands_back(*args: Any) -> Any:
         out = reference(*args)
         for a in args:
             if type(a) is type(out) is list:
@@ -650,8 +651,10 @@ def input_cheats(reference: Callable[..., Any]) -> dict[str, Callable[..., Any]]
                 return a
         return out
 
-    return {"writes into its input": _named(writes, "writes_its_input"),
-            "returns its input": _named(returns, "returns_its_input")}
+    out = {"writes into its input": _named(writes, "writes_its_input")}
+    if returns:
+        out["returns its input"] = _named(hands_back, "returns_its_input")
+    return out
 
 
 class _Lying(str):

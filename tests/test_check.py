@@ -3,10 +3,13 @@ sealing — and a toy exercise built on it, graded against every generic cheat o
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import threading
+import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,8 @@ import pytest
 from graderkit import assert_grader, hard_coded, mutating, run_cases, standard_cheats
 
 import labkit.grading.kit as kit
-from labkit.grading.kit import Caller, Meter, difference
+from labkit.grading.calls import ChangedProcess, LeftRunning
+from labkit.grading.kit import Caller, Meter, answers, difference, planned, prediction, timed
 from labkit.learner.record import Experiment
 from labkit.measure.comparison import compare
 
@@ -299,3 +303,199 @@ def test_every_grader_refuses_what_is_not_a_function_before_grading():
         source = importlib.import_module(x.grader).__file__
         text = Path(source).read_text(encoding="utf-8")
         assert "if refused:" not in text, f"{x.grader}: `if refused:` is never true (a refusal has not passed)"
+
+
+# ---- what a graded call must leave as it found it (issue 36: the process, its threads, its inputs) ------------
+
+def test_a_call_that_leaves_a_thread_running_fails_saying_which():
+    def leaves(x):
+        threading.Thread(target=time.sleep, args=(0.5,), name="still-here", daemon=True).start()
+        return x
+
+    with Caller() as r:
+        out = r.call(leaves, (1,))
+        assert isinstance(out.error, LeftRunning) and "'still-here'" in str(out.error)
+        assert r.call(lambda x: x, (2,)).value == 2  # the next call is judged on its own
+
+
+def test_joined_threads_pass_and_the_idle_mode_allows_a_waiting_thread_only():
+    def joined(x):
+        with ThreadPoolExecutor(2) as pool:
+            return sum(pool.map(abs, range(x)))
+
+    waiting = threading.Event()
+
+    def keeps_a_waiter(x):
+        threading.Thread(target=waiting.wait, daemon=True).start()
+        return x
+
+    def keeps_a_worker(x):
+        def spin():
+            end = time.perf_counter() + 0.4
+            while time.perf_counter() < end:
+                pass
+        threading.Thread(target=spin, daemon=True).start()
+        return x
+
+    with Caller() as strict, Caller(threads="idle") as idle:
+        assert strict.call(joined, (10,)).value == 45
+        assert isinstance(strict.call(keeps_a_waiter, (1,)).error, LeftRunning)
+        assert idle.call(keeps_a_waiter, (1,)).error is None
+        out = idle.call(keeps_a_worker, (1,))
+        assert isinstance(out.error, LeftRunning) and "still using the CPU" in str(out.error)
+    waiting.set()
+
+
+@pytest.mark.parametrize("change, what", [
+    (lambda: sys.setswitchinterval(0.5), "switch interval"),
+    (lambda: gc.set_threshold(1, 1, 1), "gc thresholds"),
+    (lambda: gc.callbacks.append(lambda *a: None), "gc callbacks"),
+    (lambda: gc.disable(), "garbage collector"),
+    (lambda: sys.setprofile(lambda *a: None), "profile hook"),
+    (lambda: threading.setprofile(lambda *a: None), "threading's profile hook"),
+    (lambda: sys.setrecursionlimit(sys.getrecursionlimit() + 7), "recursion limit"),
+])
+def test_a_call_that_changes_the_process_fails_and_the_state_is_put_back(change, what):
+    before = (sys.getswitchinterval(), gc.get_threshold(), list(gc.callbacks), gc.isenabled(),
+              threading.getprofile(), sys.getrecursionlimit())
+
+    def changes(x):
+        change()
+        return x
+
+    with Caller() as r:
+        out = r.call(changes, (1,))
+    assert isinstance(out.error, ChangedProcess) and what in str(out.error) and "put back" in str(out.error)
+    after = (sys.getswitchinterval(), gc.get_threshold(), list(gc.callbacks), gc.isenabled(),
+             threading.getprofile(), sys.getrecursionlimit())
+    assert after == before
+
+
+def test_an_answer_is_copied_as_it_is_returned_and_a_later_change_is_seen():
+    box = []
+
+    def fills_later(x):
+        def later():
+            time.sleep(0.01)
+            box.extend(range(x))
+        threading.Thread(target=later, daemon=True).start()
+        return box
+
+    with Caller(threads="idle") as r:
+        out = r.call(fills_later, (3,))
+        time.sleep(0.05)
+    assert out.value == [] and out.raw == [0, 1, 2]  # what was returned, and what it became
+
+
+def test_others_cpu_sees_a_busy_thread_and_timed_refuses_a_comparison_it_ran_through():
+    started, stop = threading.Event(), threading.Event()
+
+    def busy():
+        started.wait()
+        while not stop.is_set():
+            sum(range(50_000))
+
+    hog = threading.Thread(target=busy, daemon=True, name="a busy neighbour")
+    hog.start()
+    calls = [0]
+
+    def solution(items):  # honest and fast; after a few timed calls the neighbour wakes
+        calls[0] += 1
+        if calls[0] == 4:
+            started.set()
+        return sorted(set(items))
+
+    def baseline(items):
+        return sorted(set(items))
+
+    try:
+        with Caller() as r:
+            item = timed(r, baseline, solution, inputs=lambda k: (list(range(3000, 0, -1)),), required_speedup=0.5,
+                         rounds=12, rng=random.Random(1))
+    finally:
+        stop.set()
+        hog.join(5)
+    assert not item.ok and "other work in this process" in item.message and "a busy neighbour" in item.message
+
+
+def test_inputs_written_or_handed_back_fail_unless_the_exercise_updates_in_place():
+    def writes(xs):
+        out = sorted(xs)
+        xs.clear()
+        return out
+
+    def hands_back(xs):
+        xs.sort()
+        return xs
+
+    def view(a):
+        a *= 2
+        return a[:]
+
+    cases = [([3, 1, 2],)]
+    with Caller() as r:
+        got = answers(r, writes, sorted, cases)
+        assert not got.ok and "wrote into its input" in got.message
+        got = answers(r, hands_back, sorted, cases)
+        assert not got.ok and "returned its input" in got.message
+        assert answers(r, hands_back, sorted, cases, inplace=True).ok
+        got = answers(r, view, lambda a: a * 2, [(np.arange(4),)])
+        assert not got.ok and "view of its input" in got.message
+
+
+# ---- records: a plan for this check, in this lab ------------------------------------------------------------------
+
+def _plan(**kw):
+    return Experiment.plan("toy fix", "a set instead of a list scan: linear, so about a tenth", predicted_ratio=0.1,
+                           **kw)
+
+
+def test_planned_refuses_records_that_are_not_a_plan_for_this_check(monkeypatch):
+    import dataclasses
+    import datetime as dt
+
+    from labkit.grading import kit
+
+    assert planned(_plan()).ok
+    c = compare(lambda: sum(range(200)), lambda: sum(range(100)), rounds=5)
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat(timespec="seconds")
+    bad = {"already concluded": _plan().conclude(c),
+           "dated in the future": dataclasses.replace(_plan(), planned_at=later),
+           "not a date": dataclasses.replace(_plan(), planned_at="soon"),
+           "not a plain str": dataclasses.replace(_plan(), hypothesis=type("S", (str,), {})("x" * 40))}
+    shadowed = _plan()
+    object.__setattr__(shadowed, "save", lambda *a: None)
+    bad["altered"] = shadowed
+    for why, record in bad.items():
+        item = planned(record)
+        assert not item.ok and item.criterion == "prediction", why
+    grading = kit._SEALED["_GRADING"]
+    grading[0] = "05"
+    try:
+        assert not planned(dataclasses.replace(_plan(), lab="03")).ok
+        assert planned(dataclasses.replace(_plan(), lab="05")).ok and planned(_plan()).ok  # "": not known
+    finally:
+        grading[0] = ""
+
+
+@pytest.mark.parametrize("name, lab", [("notebooks/05_serialization.ipynb", "05"), ("05_serialization-Copy1.ipynb", "05"),
+                                       ("Copy of 07_tail_latency.ipynb", "07"), ("scratch.ipynb", ""), ("", "")])
+def test_a_plan_knows_the_notebook_it_was_made_in(monkeypatch, name, lab):
+    from labkit.learner.record import notebook_lab
+
+    monkeypatch.setenv("JPY_SESSION_NAME", name)
+    assert notebook_lab() == lab and _plan().lab == lab
+
+
+def test_only_a_comparison_measured_in_this_process_counts_as_measured():
+    import dataclasses
+
+    from labkit.measure.comparison import Comparison, measured_here
+
+    c = compare(lambda: sum(range(200)), lambda: sum(range(100)), rounds=5)
+    assert measured_here(c)
+    assert not measured_here(dataclasses.replace(c, ratio=0.01))
+    assert not measured_here(dataclasses.replace(c, token="0" * 8))
+    assert not measured_here(Comparison.from_dict(c.to_dict()) if c.token == "" else dataclasses.replace(c, verdict="slower"))
+    assert not prediction(_plan(), dataclasses.replace(c, ratio=0.01), save=False).ok
+    assert prediction(_plan(), c, save=False).ok

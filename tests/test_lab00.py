@@ -2,7 +2,7 @@
 answers and a missing prediction fail."""
 
 import pytest
-from graderkit import assert_grader, hard_coded, standard_cheats
+from graderkit import assert_grader, hard_coded, input_cheats, standard_cheats
 
 from labkit.exercises import lab00
 from labkit.learner.record import Experiment
@@ -34,7 +34,7 @@ GRADER_CASES = {
     "wrong": _wrong,
     # lab 00 has no meter: the gated cheats answer wrong (fast) where they think they are timed, and every
     # timed answer is checked; 13 honest calls cover the largest correctness pass
-    "cheats": {**standard_cheats(lab00.unique_in_order, lab00, wrong=_wrong, size=len, at_least=1500,
+    "cheats": {**input_cheats(reference), **standard_cheats(lab00.unique_in_order, lab00, wrong=_wrong, size=len, at_least=1500,
                                  honest_calls=13),
                "hard-coded": hard_coded(lab00.unique_in_order, shown_inputs())},
 }

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from graderkit import assert_grader, hard_coded, standard_cheats
+from graderkit import assert_grader, hard_coded, input_cheats, standard_cheats
 from toolfakes import fewer_allocations
 
 from labkit.exercises import lab03
@@ -54,7 +54,7 @@ GRADER_CASES = {
     "wrong": _wrong,
     # timed inputs hold ≥ 750 × 30 = 22,500 cells, the correctness pass's other inputs ≤ 400 × 30; 15 honest
     # calls cover the correctness pass (and the two calls in a row): the metered call is the first stale one
-    "cheats": {**standard_cheats(lab03.baseline, lab03, wrong=_wrong, size=lambda demand, *_: demand.size,
+    "cheats": {**input_cheats(reference), **standard_cheats(lab03.baseline, lab03, wrong=_wrong, size=lambda demand, *_: demand.size,
                                  at_least=20_000, honest_calls=15),
                "hard-coded": hard_coded(lab03.baseline, _SEEN, fallback=lab03.baseline),
                "hard-coded, no fallback": hard_coded(lab03.baseline, _SEEN),

@@ -9,6 +9,7 @@ import orjson
 from graderkit import (
     assert_grader,
     hard_coded,
+    input_cheats,
     standard_cheats,
 )
 from toolfakes import patching
@@ -89,7 +90,8 @@ GRADER_CASES = {
     "reference": reference,
     "baseline": lab05.baseline,
     "wrong": wrong,
-    "cheats": {"honest, not faster": slow_but_right,
+    "cheats": {**input_cheats(reference, returns=False),
+               "honest, not faster": slow_but_right,
                **standard_cheats(lab05.baseline, lab05, honest=slow_but_right, wrong=wrong, size=lambda o: len(o["items"]), at_least=5,
                                  honest_calls=10),
                "precomputed for the dataset": hard_coded(reference, every_dataset_order(), key=lambda o: o["id"],

@@ -10,6 +10,7 @@ import pytest
 from graderkit import (
     assert_grader,
     hard_coded,
+    input_cheats,
     memoised,
     mutating,
     standard_cheats,
@@ -86,7 +87,8 @@ GRADER_CASES = {
     "reference": reference,
     "baseline": lab06.baseline,
     "wrong": _no_discount,
-    "cheats": {"lean, not faster": lean_but_slow,
+    "cheats": {**input_cheats(reference, returns=False),
+               "lean, not faster": lean_but_slow,
                "memoised baseline": memoised(lab06.baseline),
                **standard_cheats(lab06.baseline, lab06, honest=lean_but_slow, wrong=_no_discount, size=lambda orders: len(orders),
                                  at_least=lab06.TIMED_ORDERS),

@@ -186,6 +186,24 @@ class StaleAuditBalance(Reference):
 _shared: dict[int, int] = {}
 
 
+class OneLineNoLock:
+    """No lock at all, the update and its read-back on one line: no switch point between them under 3.11's GIL,
+    so only the instruction-level forced switches split it (as a free-threaded build would)."""
+
+    def __init__(self, audit: Any) -> None:
+        from collections import defaultdict
+
+        self._b: dict[int, int] = defaultdict(int)
+        self._audit = audit
+
+    def add(self, customer_id: int, points: int) -> None:
+        self._b[customer_id] += points; b = self._b[customer_id]  # noqa: E702 — the one line is the point
+        self._audit.write(customer_id, points, b)
+
+    def balances(self) -> dict[int, int]:
+        return dict(self._b)
+
+
 class SharedAcrossLedgers(Reference):
     """One balance table for every ledger ever made (a module-level dict): the next run starts from the last."""
 
@@ -217,6 +235,7 @@ GRADER_CASES = {
     "wrong": Wrong,
     "cheats": {**standard_cheats(lab09.baseline, lab09, wrong=Wrong, size=_threads, at_least=6),
                "skip the lock and hope": SkipTheLockAndHope,
+               "no lock, update and read-back on one line": OneLineNoLock,
                "drop the updates": DropsTheUpdates,
                "drop the updates that would wait": DropsWhenBusy,
                "skips the audit write": SkipsTheAudit,

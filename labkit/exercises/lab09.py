@@ -23,7 +23,7 @@ again after each add (its other work). In order:
    balance the ledger held when that add was made, so a line written with a balance read again later, after
    another add, fails). The runs: edge cases (no adds, one add, one customer from every thread), runs of the
    timed size, three runs (one customer from every thread, two of the timed size) with a **thread switch forced
-   at every line** of the ledger's code, and a **hammer**: ~:data:`HAMMER_ADDS` adds a thread back to back, 90 % on
+   before every instruction** of the ledger's code, and a **hammer**: ~:data:`HAMMER_ADDS` adds a thread back to back, 90 % on
    a few hot customers, audit writes that take no time (thousands of adds in all);
 2. **the prediction** — your :class:`labkit.learner.record.Experiment`, planned before the check, is required;
 3. **the wait budget** — on a load nobody has seen, the time each add spends *waiting* (its time minus its own
@@ -36,9 +36,9 @@ again after each add (its other work). In order:
 Why the forced switches: each add sleeps in its audit write with the GIL released, so a thread switch lands there,
 and almost never in the microseconds between a racy ledger's read of a balance and its store — the short switch
 interval alone passed a ledger with no lock at all. In a forced run, each driver thread runs its adds under a trace
-function (``sys.settrace``, set in that thread and removed after) that sleeps :data:`NUDGE_S` at every line of the
-ledger's own code (not the grader's file, ``threading``'s or ``queue``'s), releasing the GIL there: another add runs
-between any two of its lines. A read outside the lock and a store inside it, a balance read back after the lock
+function (``sys.settrace``, set in that thread and removed after) that sleeps :data:`NUDGE_S` before every
+instruction of the ledger's own code (not the grader's file, ``threading``'s or ``queue``'s), releasing the GIL there: another add runs
+between any two of its instructions. A read outside the lock and a store inside it, a balance read back after the lock
 for the audit line, per-customer locks made by the adds that race for them: all split, every run. The forced runs'
 timings measure the trace and are not used; the budget and the P99 are measured on plain runs.
 
@@ -49,17 +49,16 @@ and the hammer by its writes' taking no time (both accepted: nothing else can sp
 ledger honest only when traced is racy in the plain runs, where every answer is checked too — but there only a
 switch that lands in its race window catches it.
 
-What a stress on this interpreter cannot catch: a race that no thread switch can split. With the GIL, CPython 3.11
-hands the interpreter to another thread only where it checks its *eval breaker*: at function entry (``RESUME``),
-backward jumps (``JUMP_BACKWARD``) and calls — and a trace function runs only at line boundaries. So an unlocked
-``d[k] += n`` alone on its line, on a plain ``dict`` (or a ``defaultdict(int)``) with ``int`` keys and values, is
-``BINARY_SUBSCR``, ``BINARY_OP``, ``STORE_SUBSCR`` with no switch point between the read and the store: it never
-loses an update here (four threads, 200,000 each, 10 µs switch interval: none lost), and only what comes after it
-on the next line (a read-back for the audit line) can be caught. A ledger with no lock whose store and read-back
-share that one line (``self._b[c] += p; b = self._b[c]``, then the write) passes: on this interpreter it is
-exact. A key whose ``__hash__`` or ``__eq__`` is Python code, or a ``get`` call between the read and the store,
-is a switch point. On a free-threaded build (3.13t, 3.14t, the GIL off) threads run at once and the same line
-does lose updates — a stress catches it there.
+What the forced runs split, and why by instruction: with the GIL, CPython 3.11 hands the interpreter to another
+thread only where it checks its *eval breaker* — at function entry (``RESUME``), backward jumps (``JUMP_BACKWARD``)
+and calls — so an unlocked ``d[k] += n`` on a plain ``dict`` of ``int`` (``BINARY_SUBSCR``, ``BINARY_OP``,
+``STORE_SUBSCR``) has no switch point between its read and its store, and a stress alone never splits it (four
+threads, 200,000 adds each, 10 µs switch interval: none lost). A trace function asked for an event before every
+instruction (``frame.f_trace_opcodes``, CPython's ``sys.settrace`` documentation) and sleeping there splits it too:
+so a ledger with no lock fails however its lines are written. That is the honest verdict — on a free-threaded build
+(3.13t, 3.14t, the GIL off) threads run at once and the same line loses updates; a ledger exact only because of
+where 3.11 checks for a switch is exact by accident. Checked on CPython 3.11; the instruction events exist on
+3.12–3.14 alike (there through ``sys.monitoring`` underneath).
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ SWITCH_S = 1e-5
 WAIT_BUDGET_X = 0.5
 #: the emulated audit write, per line (ms)
 HOLD_MS = 0.2
-#: the sleep at every line of the ledger's code in a forced-switch run (seconds): the GIL is released, and a thread
+#: the sleep before every instruction of the ledger's code in a forced-switch run (seconds): the GIL is released, and a thread
 #: that waits for it runs — so a read and a store on two lines are split as often as there are threads to split them
 NUDGE_S = 1e-6
 #: adds per thread in the hammer run (about; drawn per run): thousands in all, back to back, on a few hot customers
@@ -238,7 +237,7 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
     ``(customer_id, points)`` per thread), released together, the switch interval at :data:`SWITCH_S`; then
     ``balances()``. With ``think_ms``, each thread pauses that long after each add (its caller's other work);
     without, its adds come back to back. With ``forced``, each thread's adds run under a trace function that
-    sleeps :data:`NUDGE_S` at every line of the ledger's own code (not the grader's, nor ``threading``'s or
+    sleeps :data:`NUDGE_S` before every instruction of the ledger's own code (not the grader's, nor ``threading``'s or
     ``queue``'s), releasing the GIL there: another thread runs between any two lines, so a read-modify-write
     spread over two lines is split; the run's timings then measure the trace, not the ledger. Never raises what
     the ledger raises: a failed run says why in ``error``."""
@@ -252,12 +251,15 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
     untraced = _UNTRACED
 
     def nudge(frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            _SLEEP(nudge_s)  # the GIL is released: a thread waiting for it runs before this line does
+        if event == "opcode":
+            _SLEEP(nudge_s)  # the GIL is released: a thread waiting for it runs before this instruction does
         return nudge
 
     def enter(frame: Any, event: str, arg: Any) -> Any:
-        return None if frame.f_code.co_filename in untraced else nudge
+        if frame.f_code.co_filename in untraced:
+            return None
+        frame.f_trace_opcodes = True  # an event before every bytecode instruction, not only at each line
+        return nudge
 
     def drive(i: int, obj: Any) -> None:
         mine, waited = lat[i], wait[i]
@@ -277,7 +279,7 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
                     _SLEEP(think_s)
             if forced and _GETTRACE() is not enter:
                 errors.append("the ledger replaced the grader's trace function (sys.settrace) during its adds — "
-                              "this run forces a thread switch at every line of your code. Try: leave the "
+                              "this run forces a thread switch before every instruction of your code. Try: leave the "
                               "interpreter's hooks alone")
         except BaseException as e:  # the learner's code: reported, never raised in the grader's thread
             errors.append(f"add raised {_describe(e)}")
@@ -409,7 +411,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     refused, seed, rng = EXERCISE.start(my_ledger, seed)
     if refused is not None:
         return refused
-    # how a run is paced: (audit write, other work between a caller's adds, both ms; a switch forced at every line).
+    # how a run is paced: (audit write, other work between a caller's adds, both ms; a switch forced before every instruction).
     # Every run but the hammer is paced alike — each caller's adds one audit write apart, so that an add's wait is
     # its queue for the ledger (back to back, a ledger whose add is nearly free, a queue to a writer thread, would
     # be charged its callers' queue for the GIL instead) — so that nothing in the pace tells a timed run
@@ -443,7 +445,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
                 one = rng.randrange(10**7, 10**8)
                 return [[(one, rng.randint(1, 500)) for _ in range(band(rng, adds, 0.25))] for _ in range(many)]
 
-            switched = "a thread switch forced at every line of your code"
+            switched = "a thread switch forced before every instruction of your code"
             cases = [("no adds at all", [[] for _ in range(many)], paced),
                      ("one add", [[(rng.randrange(10**6, 10**7), rng.randint(1, 500))]], paced),
                      (f"one customer from {many} threads", crowd(), paced),
@@ -464,7 +466,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
                                   "one lock that every add takes (made once, not by the adds that race for it)",
                                   criterion="correctness")
             return passed(f"exact on all {len(cases)} stress runs (balances and audit trail, {SWITCH_S * 1e6:g} µs "
-                          "switch interval; three with a thread switch forced at every line of your code, "
+                          "switch interval; three with a thread switch forced before every instruction of your code, "
                           f"one hammer of {hammered:,} adds back to back)",
                           criterion="correctness")
 

@@ -32,6 +32,29 @@ Threat model — what a grader built on this kit withstands:
 * **Mutating shared objects, walking around meters, reading fakes.** A grader gives the learner's function
   its own objects (a connection, a client), meters where the function cannot unhook them (SQLite's trace
   callback, verified after the call by a canary query), and grades on data generated for the grading.
+* **Work left for later.** The :class:`Caller` copies each answer the moment its call returns (a container a
+  thread fills afterwards is checked empty), compares the copy with the object itself once the timing is over
+  (a buffer the next call overwrites is caught), and fails a call that leaves a thread it started running —
+  or, where a component keeps one by design (lab 09's ledgers, ``Caller(threads="idle")``), working.
+* **The other side slowed from outside the call.** A call that changes the switch interval, the garbage
+  collector (on/off, thresholds, callbacks), a profile or trace hook, the CPU affinity or priority of the
+  grading threads, or the recursion limit is put back and fails, saying what it changed. Before a meter or a
+  clock starts, :func:`quiet` looks at the rest of the process (its other Python threads, its children) and
+  refuses while it works; during a timing, a metered pair or a load run, :class:`Watch` does the same: a
+  thread started by a notebook cell that burns the CPU whenever the learner's function is not running (while
+  the baseline is timed or metered) makes the check refuse, never pass.
+* **The caller's data.** Every argument list, dict, set or array is copied before the call and compared after
+  it: a solution that writes into its input, returns it, or returns a view of it fails (unless the exercise
+  asks for an update in place: ``inplace=True``).
+* **Records that are not this experiment.** :func:`planned` reads the record's fields, of their exact types
+  (never its text), and refuses one that is concluded already, dated in the future or not dated, changed on the
+  instance (a replaced ``save`` or ``conclude``), or planned in another lab's notebook (the notebook's name, from
+  Jupyter Server, is on the record). :func:`prediction` concludes with the grader's own comparison, signed by
+  the process that measured it (:func:`labkit.measure.comparison.measured_here`), through the class's own
+  methods, and re-reads the saved file.
+* **Measuring tools swapped.** Every tool a grader measures or drives a load with (``labkit.load.run``, the
+  HTTP probes, the allocation census, the catalog clients) is bound when it is imported, like the rest of its
+  sealed namespace.
 * **Crashing the grader.** Anything the learner's code raises — in the call, in the comparison of its
   answer, in a message describing it — becomes a failed item.
 
@@ -40,7 +63,11 @@ deliberately reaches into the grader's own state — ``sys._current_frames()``, 
 function's ``__globals__`` or ``__closure__``, the frames' ``f_locals`` —, monkey-patching the third-party or
 standard modules that the baseline itself calls (``numpy.vstack``, ``sqlite3``, ``labkit.toyshop.export``'s
 helpers), the private helpers of unsealed labkit modules (``labkit.compare._estimate``, ``labkit.measure.stats``), the
-attributes of the kit's classes (``Caller.call``, ``Exercise.grade``), ``ctypes``, or a second process. A
+attributes of the kit's classes (``Caller.call``, ``Exercise.grade``), ``ctypes``, a second process that is not
+the kernel's child (a spinner started from a terminal), threads started by C code (which :mod:`threading` does
+not know: they are not watched, because the libraries the grader uses keep such threads too), a change the
+learner's code makes and undoes within one call, or a record planned in this lab's notebook for another of its
+experiments (it is a plan; only its hypothesis says what for). A
 phase can still be told apart by a learner who looks for the meter itself (``sys.gettrace()`` during lab 04's
 budget): nothing pays for it, because every answer is checked on inputs made for the grading. Such code can
 also read the hints' answer; the grader is a teacher, not a sandbox.
@@ -313,7 +340,8 @@ class _Kept:
                     continue
 
     def problem(self, answer: Any) -> str | None:
-        """Where the call broke its inputs (a sentence after "your function"), or None."""
+        """Where the call broke its inputs (a sentence after "your function"), or None; ``answer`` is the object
+        the call returned (:attr:`Outcome.raw`, not its copy)."""
         for i, a in enumerate(self.args):
             if answer is a and type(a) not in (int, float, str, bytes, bool, tuple, frozenset, type(None)):
                 return (f"returned its input (argument {i + 1}) itself: the answer must be a new object, the "
@@ -388,7 +416,7 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
         where = _differs(differ, want, got.value)
         if where is not None:
             return failed(f"wrong answer on {name}", where, criterion="correctness")
-        if kept is not None and (broke := kept.problem(got.value)) is not None:
+        if kept is not None and (broke := kept.problem(got.raw)) is not None:
             return failed(f"on {name}: your function {broke}", criterion="correctness")
     return passed(f"same answers as the baseline on all {n} inputs", criterion="correctness")
 
@@ -441,7 +469,7 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
     where = _differs(differ, base.value, got.value)
     if where is not None:
         return failed(f"wrong answer on {what} (the metered call)", where, criterion="budget")
-    if kept is not None and (broke := kept.problem(got.value)) is not None:
+    if kept is not None and (broke := kept.problem(got.raw)) is not None:
         return failed(f"{what}: your function {broke}", criterion="budget")
     amount, base_amount = float(mine.amount), float(base_meter.amount)
     cap = min(x for x in (limit, None if max_fraction is None else max_fraction * base_amount) if x is not None)
@@ -601,7 +629,7 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
         if (d := _differs(differ, got[0][k], got[1][k])) is not None:
             return failed(f"{where}wrong answer on a timed call", d, "every answer counts, timed or not",
                           criterion="speed")
-        if k in kept and (broke := kept[k].problem(got[1][k])) is not None:
+        if k in kept and (broke := kept[k].problem(raw.get(k))) is not None:
             return failed(f"{where}on a timed call your function {broke}", criterion="speed")
         if k in raw and type(got[1][k]) is not Uncopyable and (d := _differs(difference, got[1][k], raw[k])) is not None:
             return failed(f"{where}an answer changed after your function returned it ({d})",

@@ -259,12 +259,14 @@ def _new_folder(root: Path, name: str) -> Path:
 
 
 @contextlib.contextmanager
-def _kernel_env(folder: Path, progress: bool) -> Iterator[None]:
+def _kernel_env(folder: Path, progress: bool, notebook: str = "") -> Iterator[None]:
     # the kernel inherits this process's environment: what the notebook saves lands in the run's folder, and
     # (with progress) a long comparison's bar is written to a file this process copies to its terminal (_Tail):
-    # never to the kernel's stderr, which ipykernel captures into the cells' outputs
+    # never to the kernel's stderr, which ipykernel captures into the cells' outputs; the notebook's name, as
+    # Jupyter Server gives it (JPY_SESSION_NAME), so that a record planned in it knows its lab
     log = folder / PROGRESS_FILE
-    wanted = {"PERFLAB_RESULTS": str(folder), PROGRESS_ENV: str(log) if progress else None}
+    wanted = {"PERFLAB_RESULTS": str(folder), PROGRESS_ENV: str(log) if progress else None,
+              "JPY_SESSION_NAME": notebook or None}
     before = {k: os.environ.get(k) for k in wanted}
     for k, v in wanted.items():
         if v is None:
@@ -392,7 +394,7 @@ def execute(notebook: str | os.PathLike[str], parameters: dict[str, Any] | None 
     try:
         progress = show_progress(progress)
         watch = Heartbeat(CellWatch(run.executed)) if progress else contextlib.nullcontext()
-        with _kernel_env(folder, progress), watch:
+        with _kernel_env(folder, progress, path.name), watch:
             papermill.execute_notebook(str(source), str(run.executed), parameters=params,
                                        kernel_name=kernel, language=language, cwd=str(path.parent),
                                        progress_bar=progress, log_output=False, start_timeout=start_timeout)
