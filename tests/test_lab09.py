@@ -323,11 +323,16 @@ def test_the_audit_trail_must_be_a_serial_history_with_every_line_once():
     assert typed is not None and "expected type int" in typed
 
 
-def test_races_on_a_line_boundary_fail_under_the_forced_switches_and_say_so():
-    for racy, says in ((NoLockAtAll, "no serial history"), (ReadsOutsideTheLock, "lost updates"),
-                       (PerCustomerLocksMadeRacily, "lost updates"), (StaleAuditBalance, "no serial history")):
+def test_races_fail_under_the_forced_switches_and_say_so():
+    # with a switch before every instruction, a ledger with no lock loses updates in its own `+=` (as on a
+    # free-threaded build) or, when that happens to hold, writes a stale balance: either is said
+    either = ("lost updates", "no serial history")
+    for racy, says in ((NoLockAtAll, either), (OneLineNoLock, either), (ReadsOutsideTheLock, ("lost updates",)),
+                       (PerCustomerLocksMadeRacily, ("lost updates",)), (StaleAuditBalance, ("no serial history",))):
         grade = lab09.check(racy, _experiment(), save=False)
-        assert len(grade.items) == 1 and says in grade.items[0].message, (racy.__name__, str(grade))
+        message = grade.items[0].message
+        assert len(grade.items) == 1 and any(s in message for s in says), (racy.__name__, str(grade))
+        assert "forced before every instruction" in message or "hammer" in message, (racy.__name__, str(grade))
 
 
 def test_the_forced_switch_run_passes_the_reference_and_fails_a_ledger_that_removes_its_trace():
