@@ -450,8 +450,7 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
         caller.call(baseline, warm())
         caller.call(solution, warm())
     base_meter, mine = meter(), meter()
-    others = frozenset((caller.grader_id, caller.worker_id))
-    others0, w0 = others_cpu_ns(others), _CLOCK()
+    watch = Watch(caller)
     base = caller.call(baseline, build(), base_meter)
     if base.error is not None:
         return failed(f"{what}: the baseline itself failed under the meter ({_text(base.error)})",
@@ -461,8 +460,7 @@ def metered(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
     got = caller.call(solution, args, mine)
     if got.error is not None:
         return failed(f"{what}: your function {_raised(got.error)}", criterion="budget")
-    busy = _others_busy(others0, others_cpu_ns(others), _CLOCK() - w0)
-    if busy is not None:
+    if (busy := watch.busy()) is not None:
         return failed(f"{what}: {busy}", "the meter may have counted that work with one side",
                       "stop the threads or processes your notebook started (or that your function left) and check "
                       "again", criterion="budget")
@@ -497,17 +495,13 @@ def quiet(caller: Caller, what: str, criterion: str, *, children: bool = True) -
     """A refusal when the rest of the process is using the CPU right now (over a short look), else None: a
     meter or a clock would count, or suffer, that work too. ``children=False``: the process's child processes
     are the grader's (its service), not counted."""
-    mine = frozenset((caller.grader_id, caller.worker_id))
-    before, t0 = others_cpu_ns(mine, children), _CLOCK()
+    watch = Watch(caller, children=children)
     _sleep(QUIET_LOOK_S)
-    after = others_cpu_ns(mine, children)
-    wall = _CLOCK() - t0  # after the second reading: reading /proc waits for the interpreter too
-    (total0, per0), (total1, per1) = before, after
-    used = sum(max(0, v - per0.get(t, 0)) for t, v in per1.items())
-    used += max(0, (total1 - sum(per1.values())) - (total0 - sum(per0.values())))
+    per, kids, wall = watch.used()  # the wall after the second reading: reading /proc waits for the interpreter too
+    used = sum(max(0, v) for v in per.values()) + kids
     if used <= QUIET_SHARE * wall:
         return None
-    busiest = max(per1, key=lambda t: per1[t] - per0.get(t, 0), default=None)
+    busiest = max(per, key=lambda t: per[t], default=None)
     who = f" (busiest: {_thread_name(busiest)})" if busiest is not None else ""
     return failed(f"{what}: something else in this process is using the CPU right now — {used / wall:.0%} of a "
                   f"core over {wall / 1e6:.0f} ms{who}", "it would be metered or timed with your function",
@@ -520,23 +514,6 @@ QUIET_LOOK_S = 0.05
 QUIET_SHARE = 0.25
 
 
-def _others_busy(before: tuple[int, dict[int, int]], after: tuple[int, dict[int, int]], wall_ns: int) -> str | None:
-    """A sentence naming the CPU the rest of the process used during a timing, when it is more than allowed."""
-    (total0, per0), (total1, per1) = before, after
-    used = {tid: ns - per0.get(tid, 0) for tid, ns in per1.items()}
-    threads = sum(max(0, v) for v in used.values())
-    children = max(0, (total1 - sum(per1.values())) - (total0 - sum(per0.values())))
-    spent = threads + children
-    if spent <= OTHERS_SHARE * wall_ns + _OTHERS_ALLOWANCE_NS:
-        return None
-    top = sorted((v, t) for t, v in used.items() if v > 0)[::-1][:3]
-    who = ", ".join(f"{_thread_name(t)} {v / 1e6:,.0f} ms" for v, t in top)
-    if children > threads:
-        who = f"child processes {children / 1e6:,.0f} ms" + (f"; threads: {who}" if who else "")
-    return (f"while the grader timed, other work in this process used {spent / 1e9:.2f} s of CPU in "
-            f"{wall_ns / 1e9:.2f} s ({who})")
-
-
 class Watch:
     """The CPU that the rest of the process (its other Python threads, its child processes) uses during a phase
     of a grading: ``w = Watch(caller)`` before, ``w.busy()`` after — a sentence when it used more than
@@ -547,9 +524,28 @@ class Watch:
         self._mine, self._children = frozenset((caller.grader_id, caller.worker_id)), children
         self._before, self._t0 = others_cpu_ns(self._mine, children), _CLOCK()
 
+    def used(self) -> tuple[dict[int, int], int, int]:
+        """Since the watch began: each other thread's CPU (ns, by native id), the child processes' CPU (ns),
+        and the wall time (ns)."""
+        (total0, per0), (total1, per1) = self._before, others_cpu_ns(self._mine, self._children)
+        wall = _CLOCK() - self._t0
+        per = {tid: ns - per0.get(tid, 0) for tid, ns in per1.items()}
+        kids = max(0, (total1 - sum(per1.values())) - (total0 - sum(per0.values())))
+        return per, kids, wall
+
     def busy(self) -> str | None:
-        after = others_cpu_ns(self._mine, self._children)
-        return _others_busy(self._before, after, _CLOCK() - self._t0)
+        """A sentence naming the CPU the rest of the process used, when it is more than allowed, else None."""
+        per, children, wall_ns = self.used()
+        threads = sum(max(0, v) for v in per.values())
+        spent = threads + children
+        if spent <= OTHERS_SHARE * wall_ns + _OTHERS_ALLOWANCE_NS:
+            return None
+        top = sorted((v, t) for t, v in per.items() if v > 0)[::-1][:3]
+        who = ", ".join(f"{_thread_name(t)} {v / 1e6:,.0f} ms" for v, t in top)
+        if children > threads:
+            who = f"child processes {children / 1e6:,.0f} ms" + (f"; threads: {who}" if who else "")
+        return (f"while the grader timed, other work in this process used {spent / 1e9:.2f} s of CPU in "
+                f"{wall_ns / 1e9:.2f} s ({who})")
 
 
 class _LearnerRaised(Exception):
@@ -606,8 +602,7 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
     n = rounds + rng.randrange(0, max(2, rounds // 2 + 1))
     if (busy := quiet(caller, what or "timing your function", "speed")) is not None:
         return busy
-    mine = frozenset((caller.grader_id, caller.worker_id))
-    others0, w0 = others_cpu_ns(mine), _CLOCK()
+    watch = Watch(caller)
     try:
         c = _compare(side(0, baseline), side(1, solution), inputs=inputs_at, rounds=n, names=("baseline", "yours"),
                      warmup=rng.randint(1, 3), clock=clock, **compare_kw)
@@ -617,8 +612,7 @@ def timed(caller: Caller, baseline: Callable[..., Any], solution: Callable[..., 
                       f"timing {what or 'your function'}: your function {verb}", criterion="speed")
     except Exception as e:  # anything else the answer broke inside the comparison
         return failed(f"timing {what or 'your function'}: {_text(e)}", criterion="speed")
-    busy = _others_busy(others0, others_cpu_ns(mine), _CLOCK() - w0)
-    if busy is not None:
+    if (busy := watch.busy()) is not None:
         return failed(f"{where}{busy}", "the comparison cannot be trusted: that work may have slowed one side",
                       "stop the threads or processes your notebook started (or that your function left) and check "
                       "again", criterion="speed")
