@@ -443,6 +443,19 @@ def test_inputs_written_or_handed_back_fail_unless_the_exercise_updates_in_place
         assert not got.ok and "view of its input" in got.message
 
 
+def test_a_wrong_answer_is_said_before_a_broken_input_whatever_the_order_of_the_cases():
+    """Handing back the input is right on an empty list and wrong where there are duplicates: the wrong answer is
+    what the learner reads, whichever case comes first (the cases are drawn in a seeded order)."""
+    same = lambda xs: xs  # noqa: E731
+    dedup = lambda xs: list(dict.fromkeys(xs))  # noqa: E731
+    with Caller() as r:
+        for cases in ([([],), ([1, 1, 2],)], [([1, 1, 2],), ([],)]):
+            got = answers(r, same, dedup, cases)
+            assert not got.ok and got.message.startswith("wrong answer"), got.message
+        got = answers(r, same, dedup, [([],), ([1, 2],)])
+        assert not got.ok and "returned its input" in got.message
+
+
 # ---- records: a plan for this check, in this lab ------------------------------------------------------------------
 
 def _plan(**kw):

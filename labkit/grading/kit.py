@@ -391,6 +391,7 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
     Where the baseline raises, the solution must raise the same exception type (or a subclass).
     """
     n = 0
+    broken: Item | None = None
     for case in cases:
         n += 1
         built = callable(case)
@@ -416,8 +417,12 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
         where = _differs(differ, want, got.value)
         if where is not None:
             return failed(f"wrong answer on {name}", where, criterion="correctness")
-        if kept is not None and (broke := kept.problem(got.raw)) is not None:
-            return failed(f"on {name}: your function {broke}", criterion="correctness")
+        if broken is None and kept is not None and (broke := kept.problem(got.raw)) is not None:
+            # a right answer got by breaking the inputs: said after the other cases, so a wrong answer on any of
+            # them (the more basic fault) is what the learner reads first, whatever order the cases come in
+            broken = failed(f"on {name}: your function {broke}", criterion="correctness")
+    if broken is not None:
+        return broken
     return passed(f"same answers as the baseline on all {n} inputs", criterion="correctness")
 
 
