@@ -170,13 +170,20 @@ def test_a_wrong_row_lands_outside_the_band_and_says_which_way(fake_url, row, wa
         return out
     g = grade(napkin, fake_url)
     assert [i.ok for i in g.items] == [True, True, True, False]
-    assert way in g.items[-1].message and "outside 5×" in g.items[-1].message
+    assert way in g.items[-1].message and "outside the band" in g.items[-1].message
     assert g.items[-1].detail is not None
 
 
-def test_the_band_is_the_factor_either_way(fake_url):
-    assert not grade(careful, fake_url, factor=2).passed
-    assert grade(careful, fake_url, factor=4).passed
+def test_the_band_is_the_factor_above_and_twice_that_below(fake_url):
+    # the careful model is 2–3× below the fake's stages: inside twice 1.5, outside twice 1.2
+    assert not grade(careful, fake_url, factor=1.2).passed
+    assert grade(careful, fake_url, factor=1.5).passed
+    # the same model on a table six times as dear is 2–3× above them: the factor itself is the limit there
+    dear = table(sqlite_ns=120_000, http_ns=4_200_000, json_ns=150_000)
+    g = lab01.check(careful, dear, planned(), url=fake_url, rounds=3, remeasure=False, save=False, factor=2)
+    assert not g.passed and "too high" in g.items[-1].message
+    assert lab01.check(careful, dear, planned(), url=fake_url, rounds=3, remeasure=False, save=False,
+                       factor=3.5).passed
 
 
 @pytest.mark.parametrize("args,words", [

@@ -27,8 +27,9 @@ afresh (or re-measured now), and nothing else — no URL, no handle on the runni
    server's response measures; within 25 %), with at most a small constant beside it. A number typed in does
    not move; a number read from the service, or fitted to its timings (a measured stage × row ÷ the row's
    value in your table), moves by the wrong amount.
-4. **the band** — each stage within ``factor`` (default :data:`DEFAULT_FACTOR`) of the stage the server
-   measured (the median of ``rounds`` requests), either way. The rows your model reads are re-measured
+4. **the band** — each stage at most ``factor`` (default :data:`DEFAULT_FACTOR`) above the stage the server
+   measured (the median of ``rounds`` requests), and at most twice that below it: what a row model leaves out
+   only ever makes the real stage dearer, never cheaper. The rows your model reads are re-measured
    alongside the requests (``/health`` interleaved with the order for the HTTP row, the in-process probes
    right after), and your function is priced with them — its answer must be what its structure, measured in
    step 3, predicts for them: a busy minute between your table and the check moves both sides alike. A row counts
@@ -243,7 +244,8 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
         url: the order service of a running toyshop (``labkit.service.start().url``).
         order_id: the order your breakdown is for.
         rounds: requests timed for the measured stages (their medians).
-        factor: how far a stage estimate may be from the measured stage, either way (5 = a fifth to 5×).
+        factor: how far a stage estimate may be above the measured stage (5: up to 5×); below it, twice as far
+            (a tenth), since a row model leaves out only what makes a stage dearer.
         remeasure: re-measure the rows your model reads alongside the requests (False: price it with
             ``table`` as given — for tests with a fixed table and a fake service).
         seed: reproduces the grading tables of a run (a new one is drawn each time by default).
@@ -339,18 +341,21 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
                                criterion="speed"),)
             df = _stage_table(now, order.extra["server_timing_ms"])
             remeasured = f"rows re-measured now: {', '.join(sorted(fresh)) or 'none'}"
-            outside = df[~((df["measured / yours"] >= 1 / factor) & (df["measured / yours"] <= factor))]
+            low = 2 * factor  # how much dearer the server may be than the model (what a row model leaves out)
+            outside = df[~((df["measured / yours"] >= 1 / factor) & (df["measured / yours"] <= low))]
             if len(outside):
                 parts = []
                 for r in outside.itertuples():
                     way = "too low" if r.measured_ms > r.yours_ms else "too high"
                     parts.append(f"{r.stage}: yours {r.yours_ms:.3g} ms, measured {r.measured_ms:.3g} ms "
                                  f"({way}, {max(r.measured_ms / r.yours_ms, r.yours_ms / r.measured_ms):.1f}×)")
-                return (failed("; ".join(parts), f"outside {factor:g}× either way ({remeasured})",
+                return (failed("; ".join(parts), f"outside the band: at most {factor:g}× too high or {low:g}× too "
+                               f"low ({remeasured})",
                                "check the row you priced that stage with, and the count or KiB it multiplies",
                                detail=df, criterion="speed"),)
             worst = df["measured / yours"].map(lambda r: max(r, 1 / r)).max()
-            band = passed(f"every stage within {factor:g}× of the server's (worst {worst:.1f}×, median of {rounds} "
+            band = passed(f"every stage within the band ({factor:g}× above the server's, {low:g}× below; worst "
+                          f"{worst:.1f}×, median of {rounds} "
                           f"requests; {remeasured})", detail=df, criterion="speed")
             try:
                 c = _compare(order, health, names=(f"GET /orders/{order_id}", "GET /health"))
