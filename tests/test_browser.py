@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -293,14 +294,48 @@ _BLANK_JS = """(el) => {
 }"""
 
 
-def assert_charts_drawn(page, at_least: int) -> None:
-    """Every Altair chart in the notebook's outputs is painted (none blank), and there are ``at_least`` of them."""
-    # a busy 2-core machine (the suite's other worker, a kernel still starting) can paint the first chart late:
-    # the wait only costs time when something is wrong
-    page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=150_000)
-    embeds = page.locator(".jp-OutputArea-output .vega-embed")
-    _wait_until(lambda: embeds.count() >= at_least, 120, f"expected at least {at_least} charts, found {embeds.count()}")
+def _page_state(page) -> str:
+    """What the page shows, for a failure message: cells, outputs, charts and the kernel's status."""
+    return page.evaluate("""() => { const n = s => document.querySelectorAll(s).length;
+      const bar = (document.querySelector('#jp-main-statusbar') || {}).innerText || '';
+      return `${n('.jp-Notebook .jp-Cell')} cells, ${n('.jp-OutputArea-output')} outputs, `
+        + `${n('.jp-OutputArea-output .vega-embed')} charts; `
+        + `kernel: ${(bar.match(/[|] *(\\w+)/) || ['', '?'])[1]}`; }""")
+
+
+def _charts_shown(page, at_least: int, first_s: float, all_s: float) -> str | None:
+    """Wait until the first chart is painted and ``at_least`` charts are on the page; None, or what was missing."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    try:
+        page.locator(f".jp-OutputArea-output :is({CHART})").first.wait_for(timeout=first_s * 1000)
+    except PlaywrightTimeoutError:
+        return f"no chart painted within {first_s:.0f} s ({_page_state(page)})"
+    embeds = page.locator(".jp-OutputArea-output .vega-embed")
+    deadline = time.monotonic() + all_s
+    while embeds.count() < at_least:
+        if time.monotonic() > deadline:
+            return f"expected at least {at_least} charts within {all_s:.0f} s ({_page_state(page)})"
+        time.sleep(0.5)
+    return None
+
+
+def assert_charts_drawn(page, at_least: int) -> None:
+    """Every Altair chart in the notebook's outputs is painted (none blank), and there are ``at_least`` of them.
+
+    A busy 2-core machine (the suite's other worker, a kernel still starting) can paint late, and in the suite's
+    CI runs JupyterLab now and then left a saved notebook's widget charts undrawn on a first load that a reload
+    drew: so a page short of charts is loaded once more, and only a second shortfall fails (with both states)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    missing = _charts_shown(page, at_least, 90, 60)
+    if missing is not None:
+        page.reload(wait_until="domcontentloaded")
+        wait_for_cells(page)
+        again = _charts_shown(page, at_least, 120, 90)
+        assert again is None, f"first load: {missing}; after a reload: {again}"
+        warnings.warn(f"charts drawn only after a reload (first load: {missing})", stacklevel=2)
+    embeds = page.locator(".jp-OutputArea-output .vega-embed")
 
     blank = []
     for i in range(embeds.count()):  # off-screen cells are not rendered: bring each chart into view first
