@@ -73,18 +73,6 @@ def _sample(fn: Callable[[], Any], duration_s: float, interval_s: float) -> tupl
     return counts, (time.perf_counter() - t0) / calls, calls
 
 
-def _per_frame(counts: Counter[Stack], seconds_per_call: float) -> dict[str, tuple[float, float]]:
-    """frame → (self seconds, total seconds) per call: fractions of this profile's samples × its duration."""
-    n = sum(counts.values())
-    out: dict[str, list[float]] = {}
-    for stack, w in counts.items():
-        share = w / n * seconds_per_call
-        for f in set(stack):
-            out.setdefault(f, [0.0, 0.0])[1] += share
-        out.setdefault(stack[-1], [0.0, 0.0])[0] += share
-    return {f: (s, t) for f, (s, t) in out.items()}
-
-
 @dataclass(frozen=True)
 class ProfileDiff(TextRepr, Saveable):
     """Before/after profiles and the change per frame (seconds per call of each side's function).
@@ -105,7 +93,8 @@ class ProfileDiff(TextRepr, Saveable):
     seed: int = 0
     min_change: float = 0.05
 
-    def _side(self, side: str) -> list[dict[str, tuple[float, float]]]:
+    def _side(self, side: str) -> list[tuple[list[Stack], np.ndarray, float]]:
+        """This side's profiles: (stacks, their sample counts, seconds per call) each."""
         out = []
         for s, spc, _calls, text in self.profiles:
             if s == side:
@@ -113,32 +102,54 @@ class ProfileDiff(TextRepr, Saveable):
                 for line in text.splitlines():
                     st, _, w = line.rpartition(" ")
                     c[tuple(st.split(";"))] += int(w)
-                out.append(_per_frame(c, spc))
+                out.append((list(c), np.array(list(c.values()), dtype=float), spc))
         return out
+
+    def _draws(self, side: list[tuple[list[Stack], np.ndarray, float]], frames: list[str],
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Each profile's per-frame (self, total) seconds per call, as measured — shape (2, profiles, frames) —
+        and ``resamples`` bootstrap means of the side — shape (2, resamples, frames). A resample picks the side's
+        profiles with replacement *and* redraws each picked profile's samples from its own counts (a two-level
+        bootstrap): a thin profile (a low rate, a short run, a loaded machine) is as uncertain as its few samples
+        make it, which resampling whole profiles alone does not show with five a side."""
+        index = {f: i for i, f in enumerate(frames)}
+        measured = np.zeros((2, len(side), len(frames)))
+        redrawn = np.zeros((2, len(side), self.resamples, len(frames)))
+        for j, (stacks, counts, spc) in enumerate(side):
+            member = np.zeros((2, len(stacks), len(frames)))  # stack × frame: is its leaf (self), is in it (total)
+            for k, st in enumerate(stacks):
+                member[0, k, index[st[-1]]] = 1
+                member[1, k, [index[f] for f in set(st)]] = 1
+            n = counts.sum()
+            draws = rng.multinomial(int(n), counts / n, size=self.resamples) / n * spc  # resamples × stacks
+            for c in (0, 1):
+                measured[c, j] = counts / n * spc @ member[c]
+                redrawn[c, j] = draws @ member[c]
+        pick = rng.integers(0, len(side), size=(self.resamples, len(side)))
+        rows = np.arange(self.resamples)[:, None]
+        return measured, redrawn[:, pick, rows, :].mean(axis=2)
 
     def to_frame(self) -> Any:
         """One row per frame: mean self and total seconds per call on each side, their change and its
-        bootstrap interval (profiles resampled with replacement within each side), and ``verdict``
-        (``slower``, ``faster`` or ``no change`` when the total change's interval covers zero)."""
+        bootstrap interval (two levels: profiles resampled with replacement within each side, and each one's
+        samples redrawn from its counts), and ``verdict`` (``slower``, ``faster`` or ``no change`` when the
+        total change's interval covers zero)."""
         import pandas as pd
 
         a, b = self._side("A"), self._side("B")
-        frames = sorted({f for p in a + b for f in p})
+        frames = sorted({f for side in (a, b) for stacks, _, _ in side for st in stacks for f in st})
         rng = np.random.default_rng(self.seed)
-        ia = rng.integers(0, len(a), size=(self.resamples, len(a)))
-        ib = rng.integers(0, len(b), size=(self.resamples, len(b)))
+        (ma, ra), (mb, rb) = self._draws(a, frames, rng), self._draws(b, frames, rng)
         lo_q, hi_q = (1 - self.confidence) / 2, 1 - (1 - self.confidence) / 2
         rows = []
-        for f in frames:
+        for i, f in enumerate(frames):
             row: dict[str, Any] = {"frame": f}
             for k, col in ((0, "self"), (1, "total")):
-                va = np.array([p.get(f, (0.0, 0.0))[k] for p in a])
-                vb = np.array([p.get(f, (0.0, 0.0))[k] for p in b])
-                boot = vb[ib].mean(axis=1) - va[ia].mean(axis=1)
-                row[f"{col}_before_s"], row[f"{col}_after_s"] = va.mean(), vb.mean()
-                row[f"{col}_change_s"] = vb.mean() - va.mean()
-                row[f"{col}_low_s"], row[f"{col}_high_s"] = np.quantile(boot, [lo_q, hi_q])
-                row[f"{col}_ratio"] = vb.mean() / va.mean() if va.mean() else float("inf")
+                before, after = ma[k, :, i].mean(), mb[k, :, i].mean()
+                row[f"{col}_before_s"], row[f"{col}_after_s"] = before, after
+                row[f"{col}_change_s"] = after - before
+                row[f"{col}_low_s"], row[f"{col}_high_s"] = np.quantile(rb[k, :, i] - ra[k, :, i], [lo_q, hi_q])
+                row[f"{col}_ratio"] = after / before if before else float("inf")
             # coloured only when the interval excludes zero *and* the change is at least min_change of the
             # frame's before time: a whole call's duration is measured so precisely that microseconds of
             # timer jitter would otherwise colour the root of an A/A run
