@@ -144,7 +144,11 @@ class Pipeline:
                 return await run()
             finally:
                 if census is not None:
-                    census.stop()
+                    try:
+                        census.stop()
+                    except Exception as exc:  # the count failed, not the request: answer it, say why not counted
+                        census, reason = None, f"the census could not be read ({type(exc).__name__}: {exc})"
+                if census is not None:
                     _trace.add("alloc", count=census.allocations, desc="allocator calls (memray census; one "
                                                                        "request at a time: times not comparable)")
                     _trace.add("alloc_bytes", count=census.bytes_allocated, desc="bytes those calls asked for")
