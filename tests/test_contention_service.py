@@ -47,7 +47,10 @@ def _lag_under(service, loop: str) -> dict:
 
 def test_a_blocking_call_on_the_loop_makes_it_late_and_a_thread_does_not(service):
     blocked, threaded = _lag_under(service, "blocking"), _lag_under(service, "thread")
-    # THEN with 8 requests sleeping on the loop one after another, its timer waited at least one sleep
+    # THEN with 8 requests sleeping on the loop one after another, its timer waited at least one sleep, and it is
+    # late by more than a sleep far more often than with the sleeps in threads. Not the single worst sample: on a
+    # loaded machine one preemption can make the threaded loop's worst the larger (seen under three CPU hogs).
     assert blocked["worst_ms"] >= RECOMMENDER_S * 1e3 * 0.9, blocked
-    assert blocked["worst_ms"] > threaded["worst_ms"], (blocked, threaded)
-    assert blocked["over_ms"]["1"] / blocked["samples"] > threaded["over_ms"]["1"] / threaded["samples"]
+    assert blocked["p99_ms"] > threaded["p99_ms"], (blocked, threaded)
+    assert blocked["over_ms"]["5"] / blocked["samples"] > threaded["over_ms"]["5"] / threaded["samples"], \
+        (blocked, threaded)
