@@ -21,7 +21,8 @@ through a client of its own. In order:
    where your code cannot unhook it), the answer checked;
 5. **the latency budget** — after another round of changes, the floor is one catalog round trip (no handler
    can answer without asking once), measured now, interleaved with your handler on orders of 5+ items: your
-   handler may take at most ``limit_x`` times the floor, every answer checked;
+   handler may take at most ``limit_x`` times the floor, every answer checked (a run over the budget is measured
+   once more, after another round of changes, and the second run decides: the message says so);
 6. **speed** — ``labkit.compare`` against the baseline on fresh orders, every answer checked: ``faster`` by
    ``required_speedup``; then your experiment, concluded with the measured ratio (judged against its interval, widened by ±25 %).
 
@@ -281,7 +282,9 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
                            unit="catalog round trips", what=f"order {metered_order}, never asked before",
                            max_fraction=1.0, differ=_differ, hint="ask the catalog on every call (one get_many for all the items)")
 
-        def within_budget() -> Item:
+        def budget_once() -> tuple[Any, float, int] | Item:
+            """One interleaved run of the floor and your handler, after a round of changes: (comparison, ratio,
+            answers checked), or the failure that ended it."""
             _change(grader, sorted({secrets.choice(orders[o]) for o in budgeted}), secrets.SystemRandom())
             first = {o: orders[o][0] for o in budgeted}
             got: dict[int, Any] = {}
@@ -319,9 +322,27 @@ def check(my_order: Callable[[sqlite3.Connection, Any, int], bytes], experiment:
                 if (where := _differ(base(oid), body)) is not None:
                     return failed(f"wrong answer on order {oid}, timed against the floor", where,
                                   "every answer counts, timed or not", criterion="budget")
-            x = c.ratio
+            return c, c.ratio, len(got)
+
+        def within_budget() -> Item:
+            # a neighbour's burst (another program, the suite's other worker) stretches your handler's CPU work
+            # and not the floor's sleep: a run over the budget is measured once more, after another round of
+            # changes, and the second run decides. A handler that waits for more than one round trip is over
+            # in both; one that waits for one is over in neither once the machine is quiet.
+            run = budget_once()
+            if isinstance(run, Item):
+                return run
+            again = ""
+            if run[1] > limit_x:
+                over = run[1]
+                run = budget_once()
+                if isinstance(run, Item):
+                    return run
+                again = f" (measured twice: the first run read {over:.2f}×, over the budget)"
+            c, x, checked = run
             what = (f"orders of 5+ items: {x:.2f}× one catalog round trip "
-                    f"({statistics.median(c.baseline_ns) / 1e3:.0f} µs, measured now), {len(got)} answers checked")
+                    f"({statistics.median(c.baseline_ns) / 1e3:.0f} µs, measured now), {checked} answers checked"
+                    f"{again}")
             if x > limit_x:
                 return failed(what, f"over the budget of {limit_x:g}×: {x / limit_x:.1f} times what it allows",
                               "count the round trips and queries per order (hint 1): the budget leaves room for one",
