@@ -21,12 +21,37 @@ def result():
 
 
 def test_enable_offline_never_picks_the_mimetype_renderer():
-    assert charts.enable_offline() == "jupyter"
-    assert alt.renderers.options.get("offline") is True
+    assert charts.enable_offline() == "jupyter+svg"
     assert charts.enable_offline("svg") == "svg"
     with pytest.raises(BadInputError, match="'jupyter' or 'svg'"):
         charts.enable_offline("mimetype")
     charts.enable_offline()
+
+
+def test_a_chart_is_a_widget_with_its_picture_beside_it():
+    """JupyterLab draws the widget; a saved notebook opened where widgets cannot load shows the SVG."""
+    charts.enable_offline()
+    chart = alt.Chart(alt.Data(values=[{"x": 1, "y": 2}, {"x": 2, "y": 5}])).mark_point().encode(x="x:Q", y="y:Q")
+    out = chart._repr_mimebundle_()
+    bundle = out[0] if isinstance(out, tuple) else out
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    svg = bundle["image/svg+xml"]
+    assert svg.lstrip().startswith("<svg") and "http" not in svg.replace("http://www.w3.org", "")
+    assert svg.count("<path") >= 2  # the two points and the axes are drawn, not an empty frame
+
+
+def test_a_chart_that_cannot_be_drawn_as_svg_keeps_its_widget_and_says_why(monkeypatch):
+    import vl_convert as vlc
+
+    def broken(spec):
+        raise ValueError("no fonts")
+
+    monkeypatch.setattr(vlc, "vegalite_to_svg", broken)
+    charts.enable_offline()
+    out = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q")._repr_mimebundle_()
+    bundle = out[0] if isinstance(out, tuple) else out
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "image/svg+xml" not in bundle
+    assert "no static picture: ValueError: no fonts" in bundle["text/plain"]
 
 
 def test_the_offline_bundle_is_built_once_and_then_read_from_disk(tmp_path, monkeypatch):

@@ -82,6 +82,10 @@ def _assert_reportable(executed: Path, results: Path, nb: dict) -> None:
               and state.get(o["data"][WIDGET_VIEW]["model_id"], {}).get("state", {}).get("_anywidget_id", "")
               .endswith("JupyterChart")]
     assert rendered.counts["charts"] >= len(charts) and rendered.html.count('class="marks"') >= len(charts)
+    # the notebook file itself shows every chart where its widget cannot load (GitHub, VS Code): its picture
+    unseen = ["".join(o["data"]["text/plain"])[:60] for o in charts
+              if "<svg" not in "".join(o["data"].get("image/svg+xml", ""))]  # stored as a list of lines
+    assert not unseen, f"charts saved with no picture beside their widget: {unseen}"
     records = sorted(p.name for p in results.glob("*.json") if '"kind": "experiment"' in p.read_text())
     assert sorted(Path(e.path).name for e in rendered.experiments) == records
     top = html.unescape(re.sub(r"<[^>]+>", "", rendered.html.split("as it ran, every output kept", 1)[0]))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 
@@ -19,11 +21,14 @@ def enable_offline(mode: str = "jupyter") -> str:
     """Make every Altair chart render offline; returns the renderer name now active.
 
     Args:
-        mode: ``"jupyter"`` (interactive, in JupyterLab) or ``"svg"`` (static pictures, for exported HTML).
+        mode: ``"jupyter"`` (interactive, in JupyterLab; active as ``"jupyter+svg"``: every chart's output also
+            carries its picture, see :func:`_with_picture`) or ``"svg"`` (static pictures only).
     """
     alt.data_transformers.disable_max_rows()
     if mode == "jupyter":
         alt.renderers.enable("jupyter", offline=True)
+        alt.renderers.register(WITH_PICTURE, functools.partial(_with_picture, alt.renderers.get()))
+        alt.renderers.enable(WITH_PICTURE)
         with _bundle_cache():  # built now, from the disk cache when there is one, not at the first chart
             alt.JupyterChart.enable_offline(True)
     elif mode in ("svg", "png"):
@@ -31,6 +36,27 @@ def enable_offline(mode: str = "jupyter") -> str:
     else:
         raise BadInputError(f"mode must be 'jupyter' or 'svg' (or 'png'), got {mode!r}")
     return alt.renderers.active
+
+
+WITH_PICTURE = "jupyter+svg"  #: the renderer enable_offline() makes active for mode="jupyter"
+
+
+def _with_picture(jupyter: Callable[..., Any], spec: dict, **options: Any) -> dict | tuple[dict, dict]:
+    """Altair's offline ``jupyter`` renderer (the interactive JupyterChart widget), plus the same chart drawn as SVG
+    in the same output. JupyterLab draws the widget (it ranks widget views first); a saved notebook opened where
+    the widget cannot load (a viewer with no widget manager: nbviewer, a code host's preview, nbconvert without
+    the widget state) shows the picture instead of the text of a Python object. A chart vl-convert cannot draw
+    keeps its widget and says so in its text.
+    """
+    out = jupyter(spec, **options)  # Altair's own renderer, its options (offline) bound
+    bundle, meta = (dict(out[0]), out[1]) if isinstance(out, tuple) else (dict(out), None)
+    try:
+        import vl_convert as vlc
+
+        bundle["image/svg+xml"] = vlc.vegalite_to_svg(spec)
+    except Exception as e:  # the widget still draws; the picture is a fallback
+        bundle["text/plain"] = f"{bundle.get('text/plain', 'chart')} (no static picture: {type(e).__name__}: {e})"
+    return (bundle, meta) if meta is not None else bundle
 
 
 def _cache_dir() -> Path:

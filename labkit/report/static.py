@@ -3,7 +3,9 @@
 An executed notebook keeps its widgets as *views* of models whose state sits in the notebook's metadata;
 exported as is, the HTML would need the widget manager — fetched from a CDN — to draw anything. Here:
 
-* an Altair ``JupyterChart`` becomes its chart drawn as SVG (vl-convert, in Python, no browser, no network);
+* an Altair ``JupyterChart`` becomes its chart drawn as SVG (vl-convert, in Python, no browser, no network): the
+  picture its output already carries (drawn beside the widget when it ran, :func:`labkit.charts.enable_offline`),
+  else drawn now from the spec in the widget state;
 * a tqdm progress bar (an HBox of text, a progress bar, text) is dropped: it only showed time passing;
 * any other widget (a panel, controls) becomes a short note with its text, followed by the charts it holds.
 
@@ -122,6 +124,13 @@ def make_static(nb: Any) -> tuple[Any, dict[str, int]]:
                 outputs.append(out)
                 continue
             mid = view.get("model_id", "")
+            picture = out.get("data", {}).get("image/svg+xml")
+            picture = "".join(picture) if isinstance(picture, list) else picture  # as stored in the file, in lines
+            if isinstance(picture, str) and "<svg" in picture:  # drawn beside its widget when it ran: kept
+                counts["charts"] += 1
+                outputs.append({"output_type": "display_data", "metadata": {},
+                                "data": {"image/svg+xml": picture[picture.index("<svg"):]}})
+                continue
             if widgets.model(mid) is None:
                 counts["missing"] += 1
                 outputs.append(_note(str(out.get("data", {}).get("text/plain", ""))))
