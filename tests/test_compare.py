@@ -373,6 +373,29 @@ def slow_collections(clock):
     gc.callbacks.remove(tick)
 
 
+def test_a_wide_spread_the_collector_cannot_explain_is_not_blamed_on_it_and_each_warning_names_its_side(
+        slow_collections):
+    import gc
+    import itertools
+
+    clock = slow_collections
+    jitter = itertools.cycle([1.0e6, 1.5e6, 2.0e6, 1.2e6, 1.8e6, 1.1e6])  # IQR / median ≈ 40 %, on both sides
+
+    def base():
+        clock.tick(next(jitter))
+
+    def cand():
+        clock.tick(next(jitter))
+        gc.collect(0)    # 50 µs of collection in a 1–2 ms call: a few % of the time
+
+    c = compare(base, cand, rounds=12, max_rounds=12, warmup=0, min_sample_time=1e-7, clock=clock)
+    spreads = [w for w in c.warnings if "spread widely" in w]
+    assert {w.split(":")[0] for w in spreads} <= {"base", "cand", "both sides"} and spreads
+    assert not any("before blaming other programs" in w for w in spreads)  # the collector is not the suspect
+    [warning] = [w for w in c.warnings if w.startswith("cand: the garbage collector ran")]
+    assert "too small a share to explain the spread" in warning and "the collector, not other programs" not in warning
+
+
 def test_collections_in_the_timed_calls_are_counted_per_sample_and_the_warning_names_the_collector(slow_collections,
                                                                                                    tmp_path):
     import gc

@@ -51,8 +51,8 @@ from labkit.errors import BadInputError
 from labkit.inputs import function, integer
 from labkit.measure.collector import MODES, check_mode, collector
 from labkit.measure.machine import fingerprint
-from labkit.measure.microbench import _result
-from labkit.measure.stats import RatioEstimate, format_duration, ratio_of_medians
+from labkit.measure.microbench import WIDE_SPREAD, _result
+from labkit.measure.stats import RatioEstimate, format_duration, ratio_of_medians, spread
 from labkit.measure.workers import LocalSide, WorkerSide
 from labkit.progress import LazySteps, refreshing, steps_bar
 from labkit.results import Saveable
@@ -319,11 +319,11 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
     if na == nb:
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"
     hint = "min_sample_time=" if inputs is None else "the size of what inputs= makes"
-    ra = _result(na, samples[0], loops[0], warm[0], more="max_rounds=", loops_hint=hint,
-                 collections=sum(c > 0 for c in counts[0]), interleaved=True)
-    rb = _result(nb, samples[1], loops[1], warm[1], more="max_rounds=", loops_hint=hint,
-                 collections=sum(c > 0 for c in counts[1]), interleaved=True)
-    warnings = ra.warnings + tuple(w for w in rb.warnings if w not in ra.warnings)
+    # a side's wide spread points at the collector only where the collector's share could explain it
+    ra, rb = (_result(n, samples[k], loops[k], warm[k], more="max_rounds=", loops_hint=hint, interleaved=True,
+                      collections=sum(c > 0 for c in counts[k]) if _gc_explains(samples[k], gc_ns[k]) else 0)
+              for k, n in enumerate((na, nb)))
+    warnings = _named(na, ra.warnings, nb, rb.warnings)
     warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, full)
     if cut is not None:
         warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned: the verdict "
@@ -388,6 +388,21 @@ def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float
     return samples, loops, warm, est, plan, look, counts, gc_ns, cut
 
 
+def _gc_explains(samples: list[float], gc_ns: list[int]) -> bool:
+    """Whether the collector's share of one side's timed time could explain its spread: at least half of it
+    (IQR / median), or the spread is not wide. A collector that took 1 % of the time does not make a 15 % IQR."""
+    s = spread(samples) if len(samples) > 1 else 0.0
+    share = float(np.sum(gc_ns)) / (float(np.sum(samples)) or 1.0) if gc_ns else 0.0
+    return s <= WIDE_SPREAD or share >= s / 2
+
+
+def _named(na: str, wa: tuple[str, ...], nb: str, wb: tuple[str, ...]) -> tuple[str, ...]:
+    """Each side's own warnings, named by side; one both sides raise word for word said once, for both."""
+    both = [w for w in wa if w in wb]
+    return (tuple(f"both sides: {w}" for w in both) + tuple(f"{na}: {w}" for w in wa if w not in both)
+            + tuple(f"{nb}: {w}" for w in wb if w not in both))
+
+
 def _gc_warnings(names: tuple[str, str], samples: list[list[float]], counts: list[list[int]],
                  gc_ns: list[list[int]], mode: str, full: int) -> tuple[str, ...]:
     """The collector's share of the timed calls, when it matters (1 % of either side's timed time or more)."""
@@ -397,9 +412,12 @@ def _gc_warnings(names: tuple[str, str], samples: list[list[float]], counts: lis
         hit = sum(x > 0 for x in c)
         share = float(np.sum(g)) / total if g else 0.0
         if hit and share >= 0.01:
+            who = ("the collector, not other programs" if _gc_explains(s, g) else
+                   f"too small a share to explain the spread of {spread(s):.0%} (IQR / median) by itself: other "
+                   "programs may account for the rest")
             out.append(f"{name}: the garbage collector ran during {hit} of {len(c)} timed samples ({sum(c)} "
                        f"collections, {full} of them full over the whole comparison), {share:.0%} of its timed "
-                       f"time — the collector, not other programs. gc='frozen' keeps it off the objects alive "
+                       f"time — {who}. gc='frozen' keeps it off the objects alive "
                        f"before the comparison (it hides {MODES['frozen'].split(' (')[0]}); gc='disabled' turns "
                        "it off (it hides the cost of the garbage the calls make)")
     if out and mode != "as-is":
