@@ -157,3 +157,25 @@ def test_predicted_vs_measured_draws_the_time_saved_with_the_measured_interval()
     # without an interval: the bars alone
     plain = charts.predicted_vs_measured(frame.drop(columns=["ratio_lo", "ratio_hi"])).to_dict()
     assert plain["spec"]["mark"]["type"] == "bar"
+
+
+def test_log_ticks_label_every_decade_the_data_spans_from_where_it_starts():
+    from labkit.charts.samples import log_ticks
+
+    assert log_ticks(0.3, 40) == [0.3, 0.5, 1, 2, 5, 10, 20]
+    assert log_ticks(0.6, 20) == [0.6, 1, 2, 5, 10, 20]  # the data's start, where the next tick is far above it
+    assert log_ticks(0.63, 20) == [1, 2, 5, 10, 20]  # 0.7 would crowd 1
+    assert log_ticks(1, 1e7) == [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7]  # a wide range: decades only
+    assert log_ticks(1, 20, signed=True) == [-20, -10, -5, -2, -1, 0, 1, 2, 5, 10, 20]
+
+
+def test_the_crossover_and_a_log_cdf_label_the_small_values_that_matter():
+    import pandas as pd
+
+    frame = pd.DataFrame({"items": [1, 10, 100, 1000], "saved µs": [-2.0, 15.0, 160.0, 1700.0], "format": "orjson"})
+    y = charts.crossover_chart(frame, floor_us=480).to_dict()["layer"][0]["encoding"]["y"]
+    assert {1, 10, 100} <= set(y["axis"]["values"])  # a symlog axis left everything below 1,000 blank
+    assert min(y["axis"]["values"]) == -2  # no negative ticks far below the data's -2
+    fast = BenchResult("f", tuple(np.geomspace(0.6e6, 20e6, 200)), 1, (1.0,))
+    x = charts.cdf_chart(fast, log_x=True).to_dict()["encoding"]["x"]
+    assert x["axis"]["values"][0] < 1 <= x["axis"]["values"][1]  # labelled from below 1 ms (the data's start)

@@ -7,7 +7,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from labkit.charts.samples import in_unit
+from labkit.charts.samples import in_unit, log_ticks
 from labkit.errors import BadInputError
 
 __all__ = ["loglog_chart", "scaling_chart", "size_steps_chart", "stage_chart", "format_map_chart", "crossover_chart"]
@@ -148,9 +148,12 @@ def crossover_chart(frame: pd.DataFrame, floor_us: float,
     for col in ("items", "saved µs", "format"):
         if col not in frame.columns:
             raise BadInputError(f"crossover_chart needs columns items, 'saved µs', format (got {list(frame.columns)})")
+    saved = frame["saved µs"].astype(float)
+    top, low = max(float(saved.abs().max()), floor_us, 1.0), float(saved.min())
     lines = alt.Chart(frame).mark_line(point=True).encode(
         alt.X("items:Q", title="items in the payload", scale=alt.Scale(type="log")),
-        alt.Y("saved µs:Q", title="µs saved per request vs stdlib json", scale=alt.Scale(type="symlog")),
+        alt.Y("saved µs:Q", title="µs saved per request vs stdlib json", scale=alt.Scale(type="symlog", nice=False),
+              axis=alt.Axis(values=[t for t in log_ticks(1, top, signed=True) if t >= min(low, 0)])),
         alt.Color("format:N"), tooltip=["format:N", "items:Q", alt.Tooltip("saved µs:Q", format=".1f")])
     rule = alt.Chart(pd.DataFrame({"floor": [floor_us], "label": [f"HTTP floor ≈ {floor_us:.0f} µs"]})).mark_rule(
         strokeDash=[6, 4], color="gray").encode(y="floor:Q")

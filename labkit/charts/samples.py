@@ -25,6 +25,23 @@ def as_frame(result: Any) -> pd.DataFrame:
     raise BadInputError(f"charts take a labkit result or its to_frame() DataFrame, got {type(result).__name__}")
 
 
+def log_ticks(lo: float, hi: float, signed: bool = False) -> list[float]:
+    """Tick values 1, 2, 5 × 10ᵏ from ``lo`` to ``hi`` (positive), and ``lo`` to one digit where the next tick is
+    far above it, for a log or symlog axis, whose own ticks can leave whole decades unlabelled (a symlog axis
+    labelled only 0, 1,000, 2,000 … shows nothing below 1,000).
+    ``signed``: also 0 and the same values negated, down to ``-hi`` (a symlog axis crosses zero)."""
+    lo, hi = max(float(lo), 1e-12), max(float(hi), 1e-12)
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    ticks = [float(f"{m * 10.0 ** k:.1g}") for k in decades for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    if len(ticks) > 12:  # a wide range: decades only, so labels do not overlap
+        ticks = [t for t in ticks if f"{t:.0e}".startswith("1")]
+    e = 10.0 ** np.floor(np.log10(lo))
+    start = float(f"{np.ceil(lo / e - 1e-9) * e:.1g}")  # where the data starts, to one digit: the axis is read from there
+    if start <= hi and (not ticks or start < ticks[0] / 1.5):
+        ticks = [start, *ticks]
+    return sorted({0.0, *ticks, *(-t for t in ticks)}) if signed else ticks
+
+
 def in_unit(df: pd.DataFrame, ns: str = "ns") -> tuple[pd.DataFrame, str]:
     """``df`` with a ``time`` column: its ``ns`` column in the unit a reader would pick for these values
     (:func:`labkit.measure.stats.duration_unit`: ns, µs, ms or s, the median between 1 and 1000), and that axis title,
@@ -67,8 +84,9 @@ def cdf_chart(*results: Any, log_x: bool = False, title: str = "Cumulative distr
             frames.append(pd.DataFrame({"name": name, "ns": v, "fraction": np.arange(1, v.size + 1) / v.size}))
     data, axis = in_unit(pd.concat(frames, ignore_index=True))
     scale = alt.Scale(type="log", nice=False) if log_x else alt.Scale(zero=False)
+    ticks = alt.Axis(values=log_ticks(data["time"].min(), data["time"].max())) if log_x else alt.Axis()
     return alt.Chart(data, title=title).mark_line(interpolate="step-after").encode(
-        alt.X("time:Q", scale=scale, title=axis),
+        alt.X("time:Q", scale=scale, title=axis, axis=ticks),
         alt.Y("fraction:Q", title="fraction of samples ≤ x", scale=alt.Scale(domain=[0, 1])),
         alt.Color("name:N", title=None),
         tooltip=["name:N", alt.Tooltip("time:Q", format=".3f"), alt.Tooltip("fraction:Q", format=".3f")],
