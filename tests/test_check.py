@@ -512,3 +512,27 @@ def test_only_a_comparison_measured_in_this_process_counts_as_measured():
     assert not measured_here(Comparison.from_dict(c.to_dict()) if c.token == "" else dataclasses.replace(c, verdict="slower"))
     assert not prediction(_plan(), dataclasses.replace(c, ratio=0.01), save=False).ok
     assert prediction(_plan(), c, save=False).ok
+
+
+def test_a_call_that_raised_hands_back_the_input_it_raised_on_even_a_generated_one():
+    """'Run it on this input yourself' is only advice when the learner can get the input: a drawn one too."""
+    drawn = random.Random(7)
+
+    def fragile(order):
+        return order["product"]["weight"]  # forgets that a product can be missing
+
+    def baseline(order):
+        return None if order["product"] is None else order["product"]["weight"]
+
+    cases = [({"product": {"weight": 3}},), ({"product": None, "id": drawn.randrange(10**6)},)]  # drawn per run
+    with Caller() as r:
+        got = answers(r, fragile, baseline, cases)
+    assert not got.ok and "raised TypeError" in got.message and "result.items[-1].detail" in got.message
+    (order,) = got.detail
+    assert order["product"] is None and isinstance(order["id"], int)
+    try:
+        fragile(*got.detail)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("the input handed back does not reproduce the failure")

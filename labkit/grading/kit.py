@@ -410,10 +410,12 @@ def answers(caller: Caller, solution: Callable[..., Any], baseline: Callable[...
                 return failed(f"on {name}: expected {type(want_err).__name__} (as the baseline raises)",
                               f"got {_text(got.error)}", criterion="correctness")
             continue
-        if got.error is not None:
+        if got.error is not None:  # the input travels with the item: a generated one can be run again by hand
             return failed(f"on {name}: your function {_raised(got.error)}",
                           hint=None if isinstance(got.error, CallBroke) else
-                          "run it on this input yourself and read the traceback", criterion="correctness")
+                          "run it on this input yourself and read the traceback (the arguments are this item's "
+                          "detail: `args = result.items[-1].detail`, then `your_function(*args)`)",
+                          detail=args, criterion="correctness")
         where = _differs(differ, want, got.value)
         if where is not None:
             return failed(f"wrong answer on {name}", where, criterion="correctness")
