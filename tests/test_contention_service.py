@@ -47,10 +47,13 @@ def _lag_under(service, loop: str) -> dict:
 
 def test_a_blocking_call_on_the_loop_makes_it_late_and_a_thread_does_not(service):
     blocked, threaded = _lag_under(service, "blocking"), _lag_under(service, "thread")
-    # THEN with 8 requests sleeping on the loop one after another, its timer waited at least one sleep, and it is
-    # late by more than a sleep far more often than with the sleeps in threads. Not the single worst sample: on a
-    # loaded machine one preemption can make the threaded loop's worst the larger (seen under three CPU hogs).
+    # THEN with 8 requests sleeping on the loop one after another, its timer waited at least one sleep, it fired
+    # far fewer times in the same second of load, and it is late by more than a sleep far more often than with
+    # the sleeps in threads. Not the tail (worst, P99): one stall of the whole process on a loaded machine makes
+    # the threaded loop's the larger (a full-suite run: P99 36 ms threaded against 27 ms blocked; under three CPU
+    # hogs here the blocked loop fired 76-112 times, the threaded one 181-186, with 36-51 % and 0-2 % of the
+    # ticks over 5 ms late).
     assert blocked["worst_ms"] >= RECOMMENDER_S * 1e3 * 0.9, blocked
-    assert blocked["p99_ms"] > threaded["p99_ms"], (blocked, threaded)
+    assert blocked["samples"] < 0.8 * threaded["samples"], (blocked, threaded)
     assert blocked["over_ms"]["5"] / blocked["samples"] > threaded["over_ms"]["5"] / threaded["samples"], \
         (blocked, threaded)
