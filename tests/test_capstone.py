@@ -96,3 +96,15 @@ def test_the_charts_build_from_the_values():
         capstone.payoff_chart(pd.DataFrame({"fix": ["a"]}))
     with pytest.raises(BadInputError, match="at least one"):
         capstone.waterfall_chart([])
+
+
+def test_a_waterfall_that_disagrees_with_the_ab_beyond_its_spread_says_so():
+    w = capstone.StageTimes("3. orjson", "/x", {"client": (3.4, 3.5, 3.6, 3.3, 3.7), "total": (3.0,) * 5})
+    assert 0.1 < w.client_iqr_ms < 0.3
+    warning = w.disagrees(1.005)
+    assert warning is not None and "3. orjson" in warning and "3.500 ms over 5 requests" in warning
+    assert "1.005 ms" in warning and "disturbed" in warning
+    assert w.disagrees(3.6) is None                      # within the waterfall's own spread
+    assert w.disagrees(3.8) is None                      # within 10 % of its median: no alarm over noise
+    with pytest.raises(BadInputError, match="median_ms is a time in ms"):
+        w.disagrees(0)

@@ -3,6 +3,7 @@ build cost.
 
     w = stage_times(shop, "/customers/4/export?preset=baseline", "baseline")    # median stages of n requests
     w.stage_ms["catalog"], w.counts["catalog"], w.client_ms
+    w.disagrees(ab_median_ms)                                                 # a warning, or None if they agree
     diff = kept_diff(baseline_load, final_load)                              # P50…P99.9 side by side, ratios
     source_lines(export_join)                                                # a fix's cost to build, in lines
 
@@ -76,6 +77,29 @@ class StageTimes(Saveable):
     def client_ms(self) -> float:
         """Median time the client waited (send to last byte)."""
         return statistics.median(self.samples_ms["client"])
+
+    @property
+    def client_iqr_ms(self) -> float:
+        """The spread of the client's times: their interquartile range (0 with fewer than 2 requests)."""
+        v = self.samples_ms.get("client", ())
+        if len(v) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive")
+        return q3 - q1
+
+    def disagrees(self, median_ms: float, what: str = "the interleaved A/B's median") -> str | None:
+        """A warning when another measurement of the same path (``median_ms``: the A/B's median, say) lies
+        farther from this waterfall's client median than the waterfall's own spread (its IQR, at least 10 % of
+        its median) — one of the two was disturbed; None when they agree."""
+        if not isinstance(median_ms, int | float) or not median_ms > 0:
+            raise BadInputError(f"median_ms is a time in ms, above 0, got {median_ms!r}")
+        off = abs(self.client_ms - median_ms)
+        if off <= max(self.client_iqr_ms, 0.1 * self.client_ms):
+            return None
+        return (f"{self.label}: this waterfall's median ({self.client_ms:.3f} ms over {self.n} requests, IQR "
+                f"{self.client_iqr_ms:.3f} ms) and {what} ({median_ms:.3f} ms) differ by more than the waterfall's "
+                f"spread: one of them was disturbed (another program, a collection). Read its stages with care; "
+                f"the next model starts from {what}, and re-running the step measures both again")
 
     def to_frame(self) -> Any:
         """One row per stage: ``step``, ``stage``, ``ms`` (median), ``start_ms`` and ``end_ms`` laid end to end."""
