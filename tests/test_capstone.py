@@ -98,13 +98,19 @@ def test_the_charts_build_from_the_values():
         capstone.waterfall_chart([])
 
 
-def test_a_waterfall_that_disagrees_with_the_ab_beyond_its_spread_says_so():
-    w = capstone.StageTimes("3. orjson", "/x", {"client": (3.4, 3.5, 3.6, 3.3, 3.7), "total": (3.0,) * 5})
-    assert 0.1 < w.client_iqr_ms < 0.3
-    warning = w.disagrees(1.005)
-    assert warning is not None and "3. orjson" in warning and "3.500 ms over 5 requests" in warning
-    assert "1.005 ms" in warning and "disturbed" in warning
-    assert w.disagrees(3.6) is None                      # within the waterfall's own spread
-    assert w.disagrees(3.8) is None                      # within 10 % of its median: no alarm over noise
-    with pytest.raises(BadInputError, match="median_ms is a time in ms"):
-        w.disagrees(0)
+def test_a_waterfall_ratio_far_outside_its_ab_interval_is_called_disturbed():
+    from types import SimpleNamespace
+
+    def w(label, ms):
+        return capstone.StageTimes(label, "/x", {"client": (ms * 0.95, ms, ms * 1.05), "total": (ms * 0.9,) * 3})
+
+    before, disturbed, fine = w("2. product cache", 1.163), w("3. orjson", 3.485), w("3. orjson", 1.05)
+    ab = SimpleNamespace(ratio=0.914, ci=(0.844, 0.986))  # the lab 08 walk's step 3: 1.09x faster, interleaved
+    warning = capstone.disagreement(before, disturbed, ab)
+    assert warning is not None and "3. orjson" in warning and "3.00× the time of 2. product cache's" in warning
+    assert "0.844–0.986" in warning and "disturbed" in warning
+    assert capstone.disagreement(before, fine, ab) is None             # 0.90: inside the interval
+    assert capstone.disagreement(before, w("3", 1.163 * 0.6), ab) is None  # within 1.5x of it: no alarm
+    assert capstone.disagreement(before, w("3", 1.163 * 0.55), ab) is not None
+    with pytest.raises(BadInputError, match="two stage_times"):
+        capstone.disagreement(1.0, fine, ab)

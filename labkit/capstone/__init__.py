@@ -13,9 +13,9 @@ The service's side — the product cache, the access log, the ``preset`` switch 
 
 from typing import Any
 
-from labkit.capstone.steps import STAGES, StageTimes, kept_diff, source_lines, stage_times
+from labkit.capstone.steps import STAGES, StageTimes, disagreement, kept_diff, source_lines, stage_times
 
-__all__ = ["STAGES", "StageTimes", "stage_times", "kept_diff", "source_lines", "waterfall_chart", "payoff_chart",
+__all__ = ["STAGES", "StageTimes", "stage_times", "disagreement", "kept_diff", "source_lines", "waterfall_chart", "payoff_chart",
            "micro_vs_e2e_chart"]
 
 _CHARTS = {"waterfall_chart", "payoff_chart", "micro_vs_e2e_chart"}

@@ -3,7 +3,7 @@ build cost.
 
     w = stage_times(shop, "/customers/4/export?preset=baseline", "baseline")    # median stages of n requests
     w.stage_ms["catalog"], w.counts["catalog"], w.client_ms
-    w.disagrees(ab_median_ms)                                                 # a warning, or None if they agree
+    disagreement(before_w, w, comparison)                                     # a warning, or None if they agree
     diff = kept_diff(baseline_load, final_load)                              # P50…P99.9 side by side, ratios
     source_lines(export_join)                                                # a fix's cost to build, in lines
 
@@ -21,7 +21,12 @@ from typing import Any
 from labkit.errors import BadInputError
 from labkit.results import Saveable
 
-__all__ = ["STAGES", "StageTimes", "stage_times", "kept_diff", "source_lines"]
+__all__ = ["STAGES", "StageTimes", "stage_times", "disagreement", "kept_diff", "source_lines"]
+
+#: how far a step's waterfall ratio may lie outside its A/B's interval before it is called disturbed: the A/B
+#: times the whole client call (a little more than the waterfall's send-to-last-byte, which moves small ratios)
+#: and a waterfall is a few requests in a row; a factor this wide is beyond both
+DISAGREE_X = 1.5
 
 #: Server-Timing stages in the order a request meets them; ``other`` (inside the app, in no named stage)
 #: and ``outside`` (the client's time minus the server's total: framework, HTTP, loopback) are added.
@@ -78,29 +83,6 @@ class StageTimes(Saveable):
         """Median time the client waited (send to last byte)."""
         return statistics.median(self.samples_ms["client"])
 
-    @property
-    def client_iqr_ms(self) -> float:
-        """The spread of the client's times: their interquartile range (0 with fewer than 2 requests)."""
-        v = self.samples_ms.get("client", ())
-        if len(v) < 2:
-            return 0.0
-        q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive")
-        return q3 - q1
-
-    def disagrees(self, median_ms: float, what: str = "the interleaved A/B's median") -> str | None:
-        """A warning when another measurement of the same path (``median_ms``: the A/B's median, say) lies
-        farther from this waterfall's client median than the waterfall's own spread (its IQR, at least 10 % of
-        its median) — one of the two was disturbed; None when they agree."""
-        if not isinstance(median_ms, int | float) or not median_ms > 0:
-            raise BadInputError(f"median_ms is a time in ms, above 0, got {median_ms!r}")
-        off = abs(self.client_ms - median_ms)
-        if off <= max(self.client_iqr_ms, 0.1 * self.client_ms):
-            return None
-        return (f"{self.label}: this waterfall's median ({self.client_ms:.3f} ms over {self.n} requests, IQR "
-                f"{self.client_iqr_ms:.3f} ms) and {what} ({median_ms:.3f} ms) differ by more than the waterfall's "
-                f"spread: one of them was disturbed (another program, a collection). Read its stages with care; "
-                f"the next model starts from {what}, and re-running the step measures both again")
-
     def to_frame(self) -> Any:
         """One row per stage: ``step``, ``stage``, ``ms`` (median), ``start_ms`` and ``end_ms`` laid end to end."""
         import pandas as pd
@@ -144,6 +126,24 @@ def stage_times(shop: Any, path: str, label: str | None = None, n: int = 20, war
             counts[c].append(float(r.count(c) or 0))
     return StageTimes(label or path, path, {k: tuple(v) for k, v in samples.items()},
                      {k: statistics.median(v) for k, v in counts.items()})
+
+
+def disagreement(before: StageTimes, after: StageTimes, comparison: Any) -> str | None:
+    """A warning when two waterfalls' ratio (``after.client_ms / before.client_ms``) lies more than
+    :data:`DISAGREE_X` outside the interval of the interleaved A/B of the same two paths (``comparison``, a
+    :class:`labkit.measure.comparison.Comparison`): one of them was disturbed — another program, a collection —
+    and the waterfall's stages should not be read as this step's; None when they agree."""
+    if not (isinstance(before, StageTimes) and isinstance(after, StageTimes)):
+        raise BadInputError("disagreement(before, after, comparison) takes two stage_times() results")
+    lo, hi = comparison.ci
+    seen = after.client_ms / before.client_ms
+    if lo / DISAGREE_X <= seen <= hi * DISAGREE_X:
+        return None
+    return (f"{after.label}: its waterfall says {seen:.2f}× the time of {before.label}'s ({after.client_ms:.3f} "
+            f"against {before.client_ms:.3f} ms, {after.n} requests each in a row), the interleaved A/B "
+            f"{comparison.ratio:.3f} (interval {lo:.3f}–{hi:.3f}): far apart, so one of them was disturbed (another "
+            "program, a collection). Trust the A/B, which interleaves; read this waterfall's stages with care, "
+            "and re-run the step to measure both again")
 
 
 def kept_diff(kept: Any, now: Any, qs: tuple[float, ...] = (50, 90, 99, 99.9)) -> Any:
