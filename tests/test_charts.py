@@ -22,6 +22,8 @@ def result():
 
 def test_enable_offline_never_picks_the_mimetype_renderer():
     assert charts.enable_offline() == "jupyter+svg"
+    assert alt.JupyterChart._is_offline is True  # the widget's JavaScript from the package, not a CDN
+    assert alt.renderers.get().args[0].keywords == {"offline": True}  # and Altair's renderer told so
     assert charts.enable_offline("svg") == "svg"
     with pytest.raises(BadInputError, match="'jupyter' or 'svg'"):
         charts.enable_offline("mimetype")

@@ -51,9 +51,7 @@ def _with_picture(jupyter: Callable[..., Any], spec: dict, **options: Any) -> di
     out = jupyter(spec, **options)  # Altair's own renderer, its options (offline) bound
     bundle, meta = (dict(out[0]), out[1]) if isinstance(out, tuple) else (dict(out), None)
     try:
-        import vl_convert as vlc
-
-        bundle["image/svg+xml"] = vlc.vegalite_to_svg(spec)
+        bundle["image/svg+xml"] = to_svg(spec)
     except Exception as e:  # the widget still draws; the picture is a fallback
         bundle["text/plain"] = f"{bundle.get('text/plain', 'chart')} (no static picture: {type(e).__name__}: {e})"
     return (bundle, meta) if meta is not None else bundle
@@ -104,8 +102,8 @@ def _bundle_cache() -> Iterator[None]:
         vlc.javascript_bundle = build
 
 
-def to_svg(chart: alt.TopLevelMixin) -> str:
-    """Render a chart to SVG text in Python (vl-convert), with no browser and no network."""
+def to_svg(chart: alt.TopLevelMixin | dict) -> str:
+    """Render a chart (or its Vega-Lite spec) to SVG text in Python (vl-convert), with no browser and no network."""
     import vl_convert as vlc
 
-    return vlc.vegalite_to_svg(chart.to_dict())
+    return vlc.vegalite_to_svg(chart if isinstance(chart, dict) else chart.to_dict())

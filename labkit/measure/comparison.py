@@ -388,12 +388,16 @@ def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float
     return samples, loops, warm, est, plan, look, counts, gc_ns, cut
 
 
+def _gc_share(samples: list[float], gc_ns: list[int]) -> float:
+    """The collector's share of one side's timed time."""
+    return float(np.sum(gc_ns)) / (float(np.sum(samples)) or 1.0) if gc_ns else 0.0
+
+
 def _gc_explains(samples: list[float], gc_ns: list[int]) -> bool:
     """Whether the collector's share of one side's timed time could explain its spread: at least half of it
     (IQR / median), or the spread is not wide. A collector that took 1 % of the time does not make a 15 % IQR."""
     s = spread(samples) if len(samples) > 1 else 0.0
-    share = float(np.sum(gc_ns)) / (float(np.sum(samples)) or 1.0) if gc_ns else 0.0
-    return s <= WIDE_SPREAD or share >= s / 2
+    return s <= WIDE_SPREAD or _gc_share(samples, gc_ns) >= s / 2
 
 
 def _named(na: str, wa: tuple[str, ...], nb: str, wb: tuple[str, ...]) -> tuple[str, ...]:
@@ -408,9 +412,8 @@ def _gc_warnings(names: tuple[str, str], samples: list[list[float]], counts: lis
     """The collector's share of the timed calls, when it matters (1 % of either side's timed time or more)."""
     out = []
     for name, s, c, g in zip(names, samples, counts, gc_ns, strict=True):
-        total = float(np.sum(s)) or 1.0
         hit = sum(x > 0 for x in c)
-        share = float(np.sum(g)) / total if g else 0.0
+        share = _gc_share(s, g)
         if hit and share >= 0.01:
             who = ("the collector, not other programs" if _gc_explains(s, g) else
                    f"too small a share to explain the spread of {spread(s):.0%} (IQR / median) by itself: other "

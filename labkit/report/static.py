@@ -31,10 +31,10 @@ _REF = re.compile(r"IPY_MODEL_(\w+)")
 
 
 def chart_svg(spec: dict[str, Any]) -> str:
-    """A Vega-Lite spec drawn as SVG text (vl-convert, offline)."""
-    import vl_convert as vlc
+    """A Vega-Lite spec drawn as SVG text (vl-convert, offline): :func:`labkit.charts.to_svg`."""
+    from labkit.charts.offline import to_svg
 
-    return vlc.vegalite_to_svg(spec)
+    return to_svg(spec)
 
 
 def _refs(value: Any) -> list[str]:
@@ -87,6 +87,14 @@ class _Widgets:
         return re.sub(r"\s+", " ", " · ".join(p.strip() for p in parts if p.strip()))
 
 
+def _picture(out: dict[str, Any]) -> str | None:
+    """An output's SVG, as HTML inlines it (from ``<svg``: no XML prolog or DOCTYPE), or None. A file keeps a
+    multi-line string as a list of lines."""
+    svg = out.get("data", {}).get("image/svg+xml")
+    svg = "".join(svg) if isinstance(svg, list) else svg
+    return svg[svg.index("<svg"):] if isinstance(svg, str) and "<svg" in svg else None
+
+
 def _svg_output(spec: dict[str, Any]) -> dict[str, Any]:
     return {"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": chart_svg(spec)}}
 
@@ -117,19 +125,16 @@ def make_static(nb: Any) -> tuple[Any, dict[str, int]]:
         outputs = []
         for out in cell.get("outputs", []):
             view = out.get("data", {}).get(WIDGET_VIEW)
+            picture = _picture(out)
             if view is None:
-                svg = out.get("data", {}).get("image/svg+xml")
-                if isinstance(svg, str) and "<svg" in svg:  # inlined in HTML: drop an XML prolog / DOCTYPE
-                    out["data"]["image/svg+xml"] = svg[svg.index("<svg"):]
+                if picture is not None:
+                    out["data"]["image/svg+xml"] = picture
                 outputs.append(out)
                 continue
             mid = view.get("model_id", "")
-            picture = out.get("data", {}).get("image/svg+xml")
-            picture = "".join(picture) if isinstance(picture, list) else picture  # as stored in the file, in lines
-            if isinstance(picture, str) and "<svg" in picture:  # drawn beside its widget when it ran: kept
+            if picture is not None:  # drawn beside its widget when it ran: kept
                 counts["charts"] += 1
-                outputs.append({"output_type": "display_data", "metadata": {},
-                                "data": {"image/svg+xml": picture[picture.index("<svg"):]}})
+                outputs.append({"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": picture}})
                 continue
             if widgets.model(mid) is None:
                 counts["missing"] += 1
