@@ -756,13 +756,16 @@ class Verdict:
 
 def run_cases(grade: Callable[..., CheckResult], reference: Callable[..., Any], baseline: Callable[..., Any],
               wrong: Callable[..., Any], cheats: Mapping[str, Callable[..., Any]],
-              experiment: Callable[[], Any] | None = None) -> list[Verdict]:
-    """Grade the reference, the baseline, the wrong answer and every cheat once each — with a fresh
+              experiment: Callable[[], Any] | None = None,
+              others: Mapping[str, Callable[..., Any]] | None = None) -> list[Verdict]:
+    """Grade the reference, the other honest solutions (``others``: the case ``also: NAME``, which must pass too;
+    :func:`should_pass`), the baseline, the wrong answer and every cheat once each — with a fresh
     ``experiment()`` record each when the cases have one, plus the reference once with ``experiment=None``
     (the case "no experiment") and once with each of :func:`record_cheats`; the :func:`process_cheats` are
     graded beside the lab's own. A cheat's ``cheat.before()`` runs
     before its grading and its patches (``cheat.undo``) are undone after it."""
-    cases = {"reference": reference, "baseline": baseline, "wrong": wrong, **cheats, **process_cheats(reference)}
+    cases = {"reference": reference, **{f"also: {k}": fn for k, fn in (others or {}).items()},
+             "baseline": baseline, "wrong": wrong, **cheats, **process_cheats(reference)}
     out = []
     for name, fn in cases.items():
         before = getattr(fn, "before", None)
@@ -784,17 +787,23 @@ def run_cases(grade: Callable[..., CheckResult], reference: Callable[..., Any], 
     return out
 
 
+def should_pass(case: str) -> bool:
+    """Whether a case of :func:`run_cases` must pass: the reference and the other honest solutions."""
+    return case == "reference" or case.startswith("also: ")
+
+
 def assert_grader(grade: Callable[..., CheckResult], reference: Callable[..., Any],
                   baseline: Callable[..., Any], wrong: Callable[..., Any],
-                  cheats: Mapping[str, Callable[..., Any]], experiment: Callable[[], Any] | None = None) -> None:
-    """The reference passes (with its experiment, when the cases give a factory); the baseline, the wrong answer,
+                  cheats: Mapping[str, Callable[..., Any]], experiment: Callable[[], Any] | None = None,
+                  others: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    """The reference and ``others`` pass (with their experiment, when the cases give a factory); the baseline, the wrong answer,
     every cheat and the reference without an experiment fail — the wrong answer at correctness, the missing
     experiment at the prediction."""
     if not cheats:
         raise AssertionError("a grader test needs its cheats: at least memoised and hard_coded")
-    for v in run_cases(grade, reference, baseline, wrong, cheats, experiment):
-        if v.case == "reference":
-            assert v.passed, f"the reference solution must pass:\n{v.grade}"
+    for v in run_cases(grade, reference, baseline, wrong, cheats, experiment, others):
+        if should_pass(v.case):
+            assert v.passed, f"the {v.case} solution must pass:\n{v.grade}"
             if experiment is not None:
                 last = v.grade.items[-1]
                 done = getattr(last, "detail", None)

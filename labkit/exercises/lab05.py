@@ -16,7 +16,9 @@ the app can read — ``"json"`` or ``"msgpack"`` — and :func:`check` grades, i
    answer checked;
 4. **speed** — ``labkit.compare`` against the baseline on a new order for every timed call, **every timed
    answer checked**: ``faster`` by at least ``required_speedup``; then your experiment is concluded with the
-   measured ratio (judged against its interval, widened by ±25 %) and saved.
+   measured ratio (judged against its interval, widened by ±25 %) and saved. The bar (1.5×) is set for the
+   fields: the courier view sent by stdlib json clears it with room on a busy node; the codec's share on top is
+   what the learner's prediction is judged on (``bench_graders.py --lab lab05`` prints both solutions' tallies).
 
 Every order graded is **generated for this grading**: a dataset order's shape, with every value the courier
 app reads drawn afresh (the order's id, status and total, each item's sku, name and quantity, each product's
@@ -168,7 +170,7 @@ def _differ(format: str) -> Callable[[bytes, Any], str | None]:
 
 
 def check(encode: Callable[[dict[str, Any]], bytes], format: str = "json",  # the lab's word
-          experiment: Experiment | None = None, *, rounds: int = 10, required_speedup: float = 2.0,
+          experiment: Experiment | None = None, *, rounds: int = 10, required_speedup: float = 1.5,
           max_share: float = 0.3, cases: int = 6, save: bool = True, seed: int | None = None) -> CheckResult:
     """Grade an encoder of the order payload for the courier app.
 

@@ -21,7 +21,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
-from graderkit import run_cases  # noqa: E402
+from graderkit import run_cases, should_pass  # noqa: E402
 
 # thousands of gradings are not a room's: keep them out of the results folder
 os.environ.setdefault("PERFLAB_GRADINGS", "off")
@@ -54,15 +54,15 @@ def main() -> int:
         for _ in range(a.times):
             t0 = time.perf_counter()
             for v in run_cases(cases["grade"], cases["reference"], cases["baseline"], cases["wrong"], cases["cheats"],
-                                 cases.get("experiment")):
+                                 cases.get("experiment"), cases.get("others")):
                 tally.setdefault(v.case, []).append(v.passed)
-                if v.passed != (v.case == "reference"):
+                if v.passed != should_pass(v.case):
                     print(f"  {name} {v.case}: unexpected {'pass' if v.passed else 'fail'}:\n{v.grade}")
             secs.append(time.perf_counter() - t0)
         per_round = sum(secs) / len(secs)
         print(f"{name}  ({per_round:.1f} s per round of {len(tally)} cases, {per_round / len(tally):.2f} s per case)")
         for case, results in tally.items():
-            want = case == "reference"
+            want = should_pass(case)
             right = sum(r == want for r in results)
             bad += right != len(results)
             verb = "passed" if want else "failed"
