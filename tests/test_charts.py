@@ -178,6 +178,13 @@ def test_the_crossover_and_a_log_cdf_label_the_small_values_that_matter():
     y = charts.crossover_chart(frame, floor_us=480).to_dict()["layer"][0]["encoding"]["y"]
     assert {1, 10, 100} <= set(y["axis"]["values"])  # a symlog axis left everything below 1,000 blank
     assert min(y["axis"]["values"]) == -2  # no negative ticks far below the data's -2
+    # two codecs that save alike: each line is named at its end (one hidden under the other is still read), and
+    # the floor's label sits at the left, where small payloads keep the lines far below it
+    alike = pd.concat([frame, frame.assign(format="msgspec")])
+    spec = charts.crossover_chart(alike, floor_us=480).to_dict()
+    named = [layer for layer in spec["layer"][1]["layer"]]
+    assert sorted(spec["datasets"][n["data"]["name"]][0]["format"] for n in named) == ["msgspec", "orjson"]
+    assert spec["layer"][3]["encoding"]["x"] == {"value": 0}
     fast = BenchResult("f", tuple(np.geomspace(0.6e6, 20e6, 200)), 1, (1.0,))
     x = charts.cdf_chart(fast, log_x=True).to_dict()["encoding"]["x"]
     assert x["axis"]["values"][0] < 1 <= x["axis"]["values"][1]  # labelled from below 1 ms (the data's start)
