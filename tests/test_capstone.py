@@ -41,6 +41,19 @@ def test_a_waterfall_lays_the_median_stages_end_to_end_with_what_no_stage_names(
     assert frame.end_ms.iloc[-1] == pytest.approx(0.8) and (frame.start_ms.iloc[1:].values == frame.end_ms.iloc[:-1].values).all()
 
 
+def test_a_waterfall_gives_each_stage_and_the_client_a_middle_half_taken_request_by_request():
+    samples = {s: (0.0,) * 5 for s in capstone.STAGES}
+    samples |= {"db": (1.0, 2.0, 3.0, 4.0, 5.0), "total": (2.0, 3.0, 4.0, 5.0, 6.0), "client": (3.0, 3.5, 6.0, 9.0, 12.0)}
+    w = capstone.StageTimes("s", "/x", samples)
+    spread = w.spread_ms
+    assert spread["db"] == (2.0, 4.0) and spread["client"] == (3.5, 9.0)
+    assert spread["other"] == (1.0, 1.0) and spread["outside"] == (1.0, 4.0)  # client − total, per request
+    frame = w.to_frame()
+    assert (frame.client_p25_ms == 3.5).all() and frame.set_index("stage").loc["db", "p75_ms"] == 4.0
+    one = capstone.StageTimes("s", "/x", {k: v[:1] for k, v in samples.items()})
+    assert one.spread_ms["client"] == (3.0, 3.0)  # one request: no spread to draw, and no error
+
+
 def test_a_waterfall_is_a_value_that_saves_and_loads(tmp_path):
     w = capstone.stage_times(FakeShop(HEADER, 800_000), "/x", n=3)
     back = capstone.StageTimes.load(w.save(tmp_path / "w.json"))
@@ -88,6 +101,10 @@ def test_the_charts_build_from_the_values():
              for s, t in (("baseline", 15.0), ("all", 0.5))]
     spec = capstone.waterfall_chart(steps).to_dict()
     assert spec["resolve"]["scale"]["x"] == "independent"
+    assert [layer["mark"]["type"] for layer in spec["spec"]["layer"]] == ["bar", "text", "errorbar"]
+    rows = {r["row"] for r in spec["datasets"][spec["data"]["name"]]}
+    assert rows == {"baseline — 30.0 ms (middle half 30.0–30.0 ms, 2 requests)",
+                    "all — 1.000 ms (middle half 1.000–1.000 ms, 2 requests)"}
     payoff = pd.DataFrame({"fix": ["a", "b"], "bought_ms": [1.0, 3.0], "cost_lines": [10, 200],
                            "worth_at_end_ms": [0.5, 2.0]})
     assert capstone.payoff_chart(payoff).to_dict()["hconcat"]

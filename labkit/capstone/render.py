@@ -22,7 +22,9 @@ _STAGE_COLORS = {"parse": "#9ecae9", "wait": "#f58518", "db": "#4c78a8", "catalo
 def waterfall_chart(steps: Sequence[Any], title: str = "Where one request's time goes, step by step") -> alt.Chart:
     """One row per step: its median Server-Timing stages laid end to end (``other``: inside the app, no named
     stage; ``outside``: the client's wait beyond the server's total). Each row has its own time axis — the
-    steps differ by orders of magnitude — and its client time in the row's title.
+    steps differ by orders of magnitude — and its client time in the row's title, with the middle half of the
+    client's times (P25–P75) drawn as a bar across the row's end: a wide one says the requests disagreed, and
+    the row's medians are a rough guide. Each stage's own middle half is in its tooltip.
 
     Args:
         steps: :class:`labkit.capstone.StageTimes` values, in step order.
@@ -30,22 +32,36 @@ def waterfall_chart(steps: Sequence[Any], title: str = "Where one request's time
     if not steps:
         raise BadInputError("waterfall_chart needs at least one StageTimes (labkit.capstone.stage_times(...))")
     df = pd.concat([w.to_frame() for w in steps], ignore_index=True)
-    df["row"] = [f"{s} — {c:.3f} ms" if c < 10 else f"{s} — {c:.1f} ms" for s, c in zip(df["step"], df["client_ms"],
-                                                                                          strict=True)]
+    def ms(v: float) -> str:
+        return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+    df["row"] = [f"{s} — {ms(c)} ms (middle half {ms(lo)}–{ms(hi)} ms, {n} requests)"
+                 for s, c, lo, hi, n in zip(df["step"], df["client_ms"], df["client_p25_ms"], df["client_p75_ms"],
+                                            df["n"], strict=True)]
     df["share"] = df["ms"] / df.groupby("step")["ms"].transform("sum")
     df["label"] = [f"{st} {ms * 1e3:.0f} µs" if ms < 1 else f"{st} {ms:.1f} ms"
                    for st, ms in zip(df["stage"], df["ms"], strict=True)]
     rows = list(dict.fromkeys(df["row"]))
     stages = list(_STAGE_COLORS)
-    base = alt.Chart(df).encode(alt.X("start_ms:Q", title="ms since the request arrived (each row its own scale)"),
+    axis = "ms since the request arrived (each row its own scale)"
+    base = alt.Chart(df).encode(alt.X("start_ms:Q", title=axis),
                                 alt.X2("end_ms:Q"))
     bars = base.mark_bar(height=22).encode(
         alt.Color("stage:N", scale=alt.Scale(domain=stages, range=[_STAGE_COLORS[s] for s in stages]),
                   title="stage"),
-        tooltip=["step:N", "stage:N", alt.Tooltip("ms:Q", format=".3f", title="median ms")])
+        tooltip=["step:N", "stage:N", alt.Tooltip("ms:Q", format=".3f", title="median ms"),
+                 alt.Tooltip("p25_ms:Q", format=".3f", title="P25 ms"),
+                 alt.Tooltip("p75_ms:Q", format=".3f", title="P75 ms")])
     text = base.mark_text(align="left", dx=3, fontSize=10, color="black").encode(text="label:N").transform_filter(
         "datum.share >= 0.12")
-    return alt.layer(bars, text).properties(width=560, height=30).facet(
+    # the client's middle half, once per row (on its last stage's record): a bar with caps across the row's end
+    client = alt.Chart(df).transform_filter("datum.stage == 'outside'").encode(
+        alt.X("client_p25_ms:Q", title=axis), alt.X2("client_p75_ms:Q"),
+        tooltip=["step:N", alt.Tooltip("client_ms:Q", format=".3f", title="client median ms"),
+                 alt.Tooltip("client_p25_ms:Q", format=".3f", title="client P25 ms"),
+                 alt.Tooltip("client_p75_ms:Q", format=".3f", title="client P75 ms"), "n:Q"])
+    spread = client.mark_errorbar(ticks=alt.TickConfig(size=14), thickness=2, color="black")
+    return alt.layer(bars, text, spread).properties(width=560, height=30).facet(
         row=alt.Row("row:N", sort=rows, title=None, header=alt.Header(labelAngle=0, labelAlign="left",
                                                                       labelOrient="top", labelFontWeight="bold")),
         title=title).resolve_scale(x="independent")

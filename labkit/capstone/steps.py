@@ -83,14 +83,39 @@ class StageTimes(Saveable):
         """Median time the client waited (send to last byte)."""
         return statistics.median(self.samples_ms["client"])
 
+    @property
+    def spread_ms(self) -> dict[str, tuple[float, float]]:
+        """The middle half (P25, P75) of each stage's per-request ms, in the order of :attr:`stage_ms`, and of
+        ``total`` and ``client``; ``other`` and ``outside`` are taken request by request."""
+        per = {k: v for k, v in self.samples_ms.items() if v}
+        n = len(per.get("client", ()))
+        if all(len(v) == n for v in per.values()):  # one value per request in every series: derive the rest
+            named = [sum(per[s][i] for s in STAGES if s in per) for i in range(n)]
+            total = per.get("total", (0.0,) * n)
+            per["other"] = tuple(max(0.0, t - m) for t, m in zip(total, named, strict=True))
+            per["outside"] = tuple(max(0.0, c - t) for c, t in zip(per["client"], total, strict=True))
+        out = {}
+        for k in (*self.stage_ms, "total", "client"):
+            v = per.get(k, (0.0,))
+            if len(v) == 1:
+                out[k] = (v[0], v[0])
+            else:
+                q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive")
+                out[k] = (q1, q3)
+        return out
+
     def to_frame(self) -> Any:
-        """One row per stage: ``step``, ``stage``, ``ms`` (median), ``start_ms`` and ``end_ms`` laid end to end."""
+        """One row per stage: ``step``, ``stage``, ``ms`` (median), ``start_ms`` and ``end_ms`` laid end to end,
+        the stage's middle half (``p25_ms``, ``p75_ms``), and the client's median and middle half."""
         import pandas as pd
 
         rows, t = [], 0.0
+        spread = self.spread_ms
+        lo, hi = spread["client"]
         for stage, ms in self.stage_ms.items():
             rows.append({"step": self.label, "stage": stage, "ms": ms, "start_ms": t, "end_ms": t + ms,
-                         "client_ms": self.client_ms})
+                         "p25_ms": spread[stage][0], "p75_ms": spread[stage][1], "client_ms": self.client_ms,
+                         "client_p25_ms": lo, "client_p75_ms": hi, "n": self.n})
             t += ms
         return pd.DataFrame(rows)
 
