@@ -154,11 +154,14 @@ def test_predicted_vs_measured_draws_the_time_saved_with_the_measured_interval()
     measured = next(v for v in values if v["kind"] == "measured")
     assert (measured["band_lo"], measured["band_hi"]) == pytest.approx((1 - 0.49 * 1.25, 1 - 0.43 / 1.25))
     marks = [layer["mark"]["type"] for layer in spec["spec"]["layer"]]
-    assert marks == ["rect", "bar", "rule"] and spec["spec"]["layer"][1]["encoding"]["x"]["field"] == "saving"
+    assert marks == ["rect", "bar", "rule", "text"] and spec["spec"]["layer"][1]["encoding"]["x"]["field"] == "saving"
     assert "±25%" in spec["title"]["subtitle"]
-    # without an interval: the bars alone
+    # each bar says its factor (the % axis squeezes 5x and 13x together), right of the bar and of its interval
+    assert [v["says"] for v in values] == ["1.11× faster", "2.17× faster"]
+    assert measured["says_at"] == pytest.approx(0.57)
+    # without an interval: the bars and their factors alone
     plain = charts.predicted_vs_measured(frame.drop(columns=["ratio_lo", "ratio_hi"])).to_dict()
-    assert plain["spec"]["mark"]["type"] == "bar"
+    assert [layer["mark"]["type"] for layer in plain["spec"]["layer"]] == ["bar", "text"]
 
 
 def test_log_ticks_label_every_decade_the_data_spans_from_where_it_starts():

@@ -160,6 +160,9 @@ def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measur
             raise BadInputError(f"predicted_vs_measured needs columns experiment, kind, ratio (got {list(frame.columns)})")
     df = frame.dropna(subset=["ratio"]).copy()
     df["saving"] = 1 - df["ratio"].astype(float)
+    # the % axis squeezes big speed-ups together (5x is 80 %, 13x is 93 %): each bar also says its factor
+    df["says"] = [f"{1 / r:.3g}× faster" if 0 < r < 1 else f"{r:.3g}× slower" if r > 1 else ("same" if r == 1 else "")
+                  for r in df["ratio"].astype(float)]
     kinds, order = list(dict.fromkeys(df["kind"])), list(dict.fromkeys(df["experiment"]))
     tips = ["experiment:N", "kind:N", alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("saving:Q", format=".0%")]
     base = alt.Chart()
@@ -189,6 +192,10 @@ def predicted_vs_measured(frame: pd.DataFrame, title: str = "Predicted vs measur
             layers = band + layers + rule
             title = alt.TitleParams(title, subtitle=f"black: the measured interval · green: it widened by "
                                     f"±{NAPKIN_TOLERANCE:.0%}, where a prediction is confirmed")
+    # the factor is written right of the bar, of its interval, and of zero, whichever ends furthest right
+    df["says_at"] = df[[c for c in ("saving", "saving_hi") if c in df.columns]].max(axis=1).clip(lower=0)
+    layers += base.mark_text(align="left", dx=4, fontSize=10).encode(
+        alt.Y("kind:N", sort=kinds), alt.X("says_at:Q"), text="says:N")
     return layers.properties(width=440).facet(
         row=alt.Row("experiment:N", title=None, sort=order, header=alt.Header(
             labelAngle=0, labelOrient="top", labelAlign="left", labelFontWeight="bold")),
