@@ -85,6 +85,8 @@ def test_kept_diff_reads_percentile_by_percentile():
     assert list(diff.percentile) == ["P50", "P99.9"]
     assert diff.loc[0, "kept baseline (ms)"] == pytest.approx(10) and diff.loc[0, "× faster"] == pytest.approx(10)
     assert diff.attrs["runs"]["now"]["responses"] == 100
+    # 100 responses put none beyond P99.9: that row is the slowest response, and the diff says so
+    assert list(diff.beyond) == [50, 0] and diff.attrs["thin"] == ["P99.9"]
 
 
 def test_source_lines_counts_non_blank_lines_and_skips_what_has_none():

@@ -191,3 +191,16 @@ def test_the_crossover_and_a_log_cdf_label_the_small_values_that_matter():
     fast = BenchResult("f", tuple(np.geomspace(0.6e6, 20e6, 200)), 1, (1.0,))
     x = charts.cdf_chart(fast, log_x=True).to_dict()["encoding"]["x"]
     assert x["axis"]["values"][0] < 1 <= x["axis"]["values"][1]  # labelled from below 1 ms (the data's start)
+
+
+def test_the_format_map_keeps_labels_of_formats_on_one_spot_apart():
+    import pandas as pd
+
+    frame = pd.DataFrame({"format": ["json", "orjson", "msgspec (json)", "msgspec (msgpack)"],
+                          "KiB": [858.0, 794.0, 794.0, 677.8], "round trip µs": [16442.0, 5147.0, 5102.0, 4124.0]})
+    spec = charts.format_map_chart(frame).to_dict()
+    texts = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
+    where = {row["format"]: (t["mark"]["dx"], t["mark"]["dy"]) for t in texts
+             for row in spec["datasets"][t["data"]["name"]]}
+    assert sorted(where) == sorted(frame["format"])  # every format labelled, once
+    assert where["orjson"] != where["msgspec (json)"]  # the two on one spot: one label each, apart

@@ -171,15 +171,23 @@ def disagreement(before: StageTimes, after: StageTimes, comparison: Any) -> str 
             "and re-run the step to measure both again")
 
 
+#: a percentile with fewer responses than this beyond it (in the smaller run) is the slowest few, not a tail
+THIN_BEYOND = 5
+
+
 def kept_diff(kept: Any, now: Any, qs: tuple[float, ...] = (50, 90, 99, 99.9)) -> Any:
     """The kept baseline beside a new run, as a design review reads it: a row per percentile (ms), the
-    ratio kept/now, and each run's responses, errors and offered rate. Both are load results."""
+    ratio kept/now, how many responses of the smaller run lie beyond it (``beyond``: under
+    :data:`THIN_BEYOND`, the row reads the slowest few responses, and ``attrs["thin"]`` names it), and each
+    run's responses, errors and offered rate. Both are load results."""
     import pandas as pd
 
     pk, pn = kept.percentiles(qs), now.percentiles(qs)
+    n = min(kept.responses, now.responses)
     rows = [{"percentile": f"P{q:g}", "kept baseline (ms)": pk[q] / 1e6, "now (ms)": pn[q] / 1e6,
-             "× faster": pk[q] / pn[q] if pn[q] else float("nan")} for q in qs]
+             "× faster": pk[q] / pn[q] if pn[q] else float("nan"), "beyond": int(n * (1 - q / 100))} for q in qs]
     df = pd.DataFrame(rows)
+    df.attrs["thin"] = [r["percentile"] for r in rows if r["beyond"] < THIN_BEYOND]
     df.attrs["runs"] = {name: {"responses": r.responses, "errors": r.error_count, "offered req/s": r.offered_rate,
                                "when": r.created} for name, r in (("kept", kept), ("now", now))}
     return df

@@ -128,13 +128,47 @@ def format_map_chart(frame: pd.DataFrame, x: str = "KiB", y: str = "round trip Â
     for col in ("format", x, y):
         if col not in frame.columns:
             raise BadInputError(f"format_map_chart needs columns format, {x!r}, {y!r} (got {list(frame.columns)})")
-    base = alt.Chart(frame).encode(alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=True)),
-                                   alt.Y(f"{y}:Q", title=y, scale=alt.Scale(type="log")))
-    dots = base.mark_circle(size=90).encode(alt.Color("format:N", legend=None),
-                                            tooltip=["format:N", alt.Tooltip(f"{x}:Q", format=".1f"),
-                                                     alt.Tooltip(f"{y}:Q", format=".0f")])
-    labels = base.mark_text(align="left", dx=7, dy=-6).encode(text="format:N")
-    return alt.layer(dots, labels, title=title).properties(width=520, height=320)
+    df = frame.reset_index(drop=True).copy()
+    width, height = 520, 320
+    xs, ys = df[x].astype(float), np.log10(df[y].astype(float).clip(lower=1e-9))
+    # where each point sits in pixels (the axes as drawn: x from 0, y over whole decades), for placing labels
+    lo, hi = np.floor(ys.min()), max(np.ceil(ys.max()), np.floor(ys.min()) + 1)
+    px = xs / (float(xs.max()) * 1.05 or 1.0) * width
+    py = (hi - ys) / (hi - lo) * height
+    df["place"] = _place_labels(px.to_numpy(), py.to_numpy(), [str(f) for f in df["format"]])
+    enc = (alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=True)), alt.Y(f"{y}:Q", title=y, scale=alt.Scale(type="log")))
+    dots = alt.Chart(df).mark_circle(size=90).encode(*enc, alt.Color("format:N", legend=None),
+                                                     tooltip=["format:N", alt.Tooltip(f"{x}:Q", format=".1f"),
+                                                              alt.Tooltip(f"{y}:Q", format=".0f")])
+    # formats that land near one another (orjson and msgspec write the same JSON about as fast) get their labels
+    # where no other label or point is, so neither hides the other
+    labels = [alt.Chart(df[df.place == k]).mark_text(align="left" if dx > 0 else "right", dx=dx, dy=dy).encode(
+        *enc, text="format:N") for k, (dx, dy) in enumerate(_PLACES) if (df.place == k).any()]
+    return alt.layer(dots, *labels, title=title).properties(width=width, height=height)
+
+
+#: where a point's label may go, tried in order: (dx, dy) in pixels, right of the point when dx > 0
+_PLACES = ((7, -6), (7, 10), (-7, -6), (-7, 10), (7, -20), (7, 24), (-7, -20), (-7, 24))
+
+
+def _place_labels(px: np.ndarray, py: np.ndarray, texts: list[str], char_px: float = 6.5) -> list[int]:
+    """For each point (in pixels), the first of :data:`_PLACES` whose label box overlaps no label placed
+    before it and no other point (the last place when all are taken)."""
+    boxes: list[tuple[float, float, float, float]] = []
+    out = []
+    for i, text in enumerate(texts):
+        w = char_px * len(text)
+        for k, (dx, dy) in enumerate(_PLACES):
+            x0 = px[i] + dx if dx > 0 else px[i] + dx - w
+            box = (x0, py[i] + dy - 6, x0 + w, py[i] + dy + 6)
+            clear = all(box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1] for b in boxes)
+            clear = clear and not any(j != i and box[0] - 5 < px[j] < box[2] + 5 and box[1] - 5 < py[j] < box[3] + 5
+                                      for j in range(len(texts)))
+            if clear or k == len(_PLACES) - 1:
+                boxes.append(box)
+                out.append(k)
+                break
+    return out
 
 
 def crossover_chart(frame: pd.DataFrame, floor_us: float,
