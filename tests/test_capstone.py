@@ -110,6 +110,8 @@ def test_the_charts_build_from_the_values():
     payoff = pd.DataFrame({"fix": ["a", "b"], "bought_ms": [1.0, 3.0], "cost_lines": [10, 200],
                            "worth_at_end_ms": [0.5, 2.0]})
     assert capstone.payoff_chart(payoff).to_dict()["hconcat"]
+    ranged = capstone.payoff_chart(payoff.assign(bought_lo_ms=[0.5, 2.5], bought_hi_ms=[1.5, 3.5])).to_dict()
+    assert [layer["mark"]["type"] for layer in ranged["hconcat"][0]["layer"]] == ["bar", "errorbar", "tick"]
     assert capstone.micro_vs_e2e_chart(pd.DataFrame({"fix": ["a"], "micro_ms": [1.0]}), 3.0).to_dict()
     with pytest.raises(BadInputError, match="bought_ms"):
         capstone.payoff_chart(pd.DataFrame({"fix": ["a"]}))
@@ -133,3 +135,15 @@ def test_a_waterfall_ratio_far_outside_its_ab_interval_is_called_disturbed():
     assert capstone.disagreement(before, w("3", 1.163 * 0.55), ab) is not None
     with pytest.raises(BadInputError, match="two stage_times"):
         capstone.disagreement(1.0, fine, ab)
+
+
+def test_a_waterfall_bar_carries_its_count_where_the_label_fits_and_no_label_where_nothing_fits():
+    samples = {s: (0.0, 0.0) for s in capstone.STAGES}
+    samples |= {"db": (1.0, 1.0), "catalog": (8.0, 8.0), "log": (0.05, 0.05), "total": (9.05, 9.05),
+                "client": (10.0, 10.0)}
+    w = capstone.StageTimes("baseline", "/x", samples, {"db": 41.0, "catalog": 20.0})
+    spec = capstone.waterfall_chart([w]).to_dict()
+    labels = {r["stage"]: r["label"] for r in spec["datasets"][spec["data"]["name"]]}
+    assert labels["catalog"] == "catalog 8.0 ms · 20 calls"  # a wide bar: the count a loop shows itself by
+    assert labels["db"] == "db 1.0 ms"  # 56 px: room for the time, not the count (the tooltip has it)
+    assert labels["log"] == ""  # 3 px: nothing written over its neighbours

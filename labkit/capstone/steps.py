@@ -106,7 +106,8 @@ class StageTimes(Saveable):
 
     def to_frame(self) -> Any:
         """One row per stage: ``step``, ``stage``, ``ms`` (median), ``start_ms`` and ``end_ms`` laid end to end,
-        the stage's middle half (``p25_ms``, ``p75_ms``), and the client's median and middle half."""
+        the stage's middle half (``p25_ms``, ``p75_ms``), its median count where it has one (``db``: queries,
+        ``catalog``: calls; else None), and the client's median and middle half."""
         import pandas as pd
 
         rows, t = [], 0.0
@@ -115,7 +116,7 @@ class StageTimes(Saveable):
         for stage, ms in self.stage_ms.items():
             rows.append({"step": self.label, "stage": stage, "ms": ms, "start_ms": t, "end_ms": t + ms,
                          "p25_ms": spread[stage][0], "p75_ms": spread[stage][1], "client_ms": self.client_ms,
-                         "client_p25_ms": lo, "client_p75_ms": hi, "n": self.n})
+                         "client_p25_ms": lo, "client_p75_ms": hi, "n": self.n, "count": self.counts.get(stage)})
             t += ms
         return pd.DataFrame(rows)
 
