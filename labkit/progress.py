@@ -107,8 +107,32 @@ def new_bar(total: float, desc: str, unit: str, **options: Any) -> Any:
         return text_bar(total=total, desc=desc, unit=unit, leave=False, file=terminal(), mininterval=1.0,
                         **options)
     from tqdm.auto import tqdm
+    from tqdm.notebook import tqdm_notebook
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, **options)
+    if not issubclass(tqdm, tqdm_notebook):
+        return tqdm(total=total, desc=desc, unit=unit, leave=False, **options)
+    return _notebook_bar(tqdm(total=total, desc=desc, unit=unit, leave=False, display=False, **options))
+
+
+def _notebook_bar(bar: Any) -> Any:
+    """A notebook bar shown under a display id, its output emptied when it closes: the widget goes (as
+    ``leave=False`` means), and a notebook saved without its widgets' state shows no text of a bar stuck at its
+    first draw ("0%") where the bar was."""
+    from IPython.display import display
+
+    if getattr(bar, "container", None) is None:  # a disabled bar draws nothing
+        return bar
+    handle = display(bar.container, display_id=True)
+    close, closed = bar.close, []
+
+    def close_and_clear() -> None:
+        close()
+        if not closed and handle is not None:
+            closed.append(True)
+            handle.update({"text/plain": ""}, raw=True)
+
+    bar.close = close_and_clear
+    return bar
 
 
 def steps_bar(progress: bool | None, total: int, desc: str, unit: str, *,

@@ -211,3 +211,21 @@ def test_the_report_copies_the_kernels_progress_file_to_its_own_stderr_and_remov
         time.sleep(0.6)
     assert "size sweep: 3/6" in capsys.readouterr().err
     assert not (tmp_path / PROGRESS_FILE).exists()
+
+
+@pytest.mark.slow
+def test_a_closed_bar_leaves_no_text_of_its_first_draw_in_a_saved_notebook():
+    """A notebook saved without its widgets' state shows a widget's text instead: a bar's, drawn once at 0 %,
+    read "0%" for a run that finished (lab 08's walk). Closed, the bar's output is emptied, widget and text."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from labkit.progress import new_bar\nbar = new_bar(3, 'demo', 'step')\nfor _ in range(3):\n"
+        "    bar.update()\nbar.close()\nbar.close()\nnew_bar(3, 'off', 'step', disable=True).close()\nprint('done')")]
+    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    outputs = nb.cells[0].outputs
+    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["done\n"]
+    shown = [o["data"] for o in outputs if o.output_type == "display_data"]
+    assert shown == [{"text/plain": ""}], shown  # not "demo: 0%|…", and no widget left behind
