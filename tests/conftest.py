@@ -82,18 +82,27 @@ class NotebookRuns:
         self.work = work
         self._runs: dict[str, NotebookRun] = {}
 
-    def get(self, source: Path) -> NotebookRun:
-        if source.name not in self._runs:
-            self._runs[source.name] = self._execute(source)
-        return self._runs[source.name]
+    def get(self, source: Path, *, typed: bool = True) -> NotebookRun:
+        """The run with wrong answers typed into every guess and plan (tests/typed.py: the learner's path, every
+        judged prediction refuted), or, ``typed=False``, the notebook as committed (every guess skipped)."""
+        key = (source.name, typed)
+        if key not in self._runs:
+            self._runs[key] = self._execute(source, typed)
+        return self._runs[key]
 
-    def _execute(self, source: Path) -> NotebookRun:
+    def _execute(self, source: Path, typed: bool) -> NotebookRun:
         import papermill
+        from typed import type_wrong
 
-        folder = self.work / source.stem
+        folder = self.work / (source.stem if typed else f"{source.stem}-as-committed")
         folder.mkdir()
         executed, results = folder / source.name, folder / "results"
         nb = json.loads(source.read_text())
+        given = source
+        if typed:  # the typed copy keeps the lab's file name (a record knows its lab by it) and runs where the lab is
+            given = folder / "typed" / source.name
+            given.parent.mkdir()
+            given.write_text(json.dumps(type_wrong(nb)[0], indent=1, ensure_ascii=False) + "\n")
         has_params = any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"]
                          if c["cell_type"] == "code")
         error = None
@@ -102,7 +111,7 @@ class NotebookRuns:
             mp.setenv("PERFLAB_RESULTS", str(results))
             try:
                 # saved once at the end, not after every cell: a lab with a memray page rewrites megabytes per cell
-                papermill.execute_notebook(str(source), str(executed), parameters={"QUICK": True} if has_params else {},
+                papermill.execute_notebook(str(given), str(executed), parameters={"QUICK": True} if has_params else {},
                                            kernel_name="python3", cwd=str(source.parent), progress_bar=False,
                                            log_output=False, request_save_on_cell_execute=False)
             except Exception as exc:  # kept and raised again by NotebookRun.check in every test that reads it

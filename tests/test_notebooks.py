@@ -67,6 +67,40 @@ def test_notebook_runs_top_to_bottom(path, notebook_runs, request):
     assert not any(m.startswith("application/vnd.vegalite") for m in mimes), mimes
     assert not [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     _assert_reportable(run.executed, run.results, nb)
+    _assert_wrong_predictions_refuted(path, run.results)
+
+
+def _assert_wrong_predictions_refuted(path: Path, results: Path) -> None:
+    """The run typed a wrong answer into every guess and plan (tests/typed.py): every record concluded on such a
+    prediction says refuted, with the range it was judged by — never confirmed, never a silent inconclusive."""
+    from typed import WRONG_RATIO
+
+    from labkit.learner.record import Experiment
+
+    records = [Experiment.load(f) for f in sorted(results.glob("*.json"))
+               if json.loads(f.read_text()).get("kind") == Experiment.KIND]
+    judged = [r for r in records if r.predicted_ratio == WRONG_RATIO and r.outcome is not None]
+    assert all(r.outcome == "refuted" and r.judgement.startswith("refuted") for r in judged), \
+        [(r.title, r.predicted_ratio, r.measured_ci, r.judgement) for r in judged if r.outcome != "refuted"]
+    # lab 01's plan takes its ratio from two typed times (1.0 here, not WRONG_RATIO): refuted too, checked here
+    if path.name == "01_latency_numbers.ipynb":
+        mine = [r for r in records if r.title.endswith("(mine)") and r.outcome is not None]
+        assert mine and all(r.outcome == "refuted" for r in mine), [(r.title, r.judgement) for r in mine]
+    # the index plans nothing
+    if path.name not in ("01_latency_numbers.ipynb", "index.ipynb"):
+        assert judged, f"{path.name}: no plan typed with predicted_ratio={WRONG_RATIO} was concluded and saved"
+
+
+@pytest.mark.slow
+def test_a_lab_as_committed_runs_with_every_guess_skipped(notebook_runs):
+    """The suite's runs type wrong answers in; lab 00 also runs as committed — Run All with nothing written —
+    where every guess is reported skipped and no plan is saved with its template's TODO."""
+    run = notebook_runs.get(ROOT / "notebooks" / "00_method.ipynb", typed=False).check()
+    nb = json.loads(run.executed.read_text())
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "PREDICTIONS SKIPPED" in text or "skipped" in text
 
 
 def _assert_reportable(executed: Path, results: Path, nb: dict) -> None:
