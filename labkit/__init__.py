@@ -47,6 +47,14 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext labkit``: registers ``%%lines`` (:func:`labkit.profile.lines.magic`), a cell profiled line by
+    line — time, allocations, SQL statements and HTTP calls."""
+    from labkit.profile.lines import magic
+
+    ipython.register_magic_function(magic, magic_kind="cell", magic_name="lines")
+
 # every module and package beside this file, found on disk (a listing, no import): ``labkit.charts`` etc.
 # work after a bare ``import labkit`` without being kept by hand
 _SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))

@@ -5,6 +5,7 @@
     profile.icicle_chart(cpu)              # our chart (Altair): survives a static export
     profile.flamegraph(cpu)                # py-spy's own SVG, interactive, in a frame
     cpu.stacks.top(10)                     # the functions with the most samples
+    profile.lines(fn, *args, watch=(conn,))  # per source line: time, allocations, SQL, HTTP (%%lines for a cell)
     mem = profile.memory(handle, request)  # one call under memray
     profile.icicle_chart(mem.by_count); mem.top("bytes"); mem.temporaries(); mem.peak_bytes
 
@@ -16,9 +17,10 @@ and :mod:`labkit.profile.allocations`. Nothing here fetches anything from the ne
 from labkit.profile.allocations import MemoryProfile, Tracking, memory, tracking
 from labkit.profile.cpu import CpuProfile, attach, call, py_spy_path, under_load
 from labkit.profile.differential import ProfileDiff, diff, diff_chart
+from labkit.profile.lines import LineProfile, lines, lines_of_cell
 from labkit.profile.render import Frame, flamegraph, icicle_chart, memray_html
 from labkit.profile.stacks import Stacks, frame_parts
 
 __all__ = ["CpuProfile", "MemoryProfile", "Stacks", "Tracking", "Frame", "attach", "call", "under_load",
            "memory", "tracking", "icicle_chart", "flamegraph", "memray_html", "py_spy_path", "frame_parts",
-           "ProfileDiff", "diff", "diff_chart"]
+           "ProfileDiff", "diff", "diff_chart", "LineProfile", "lines", "lines_of_cell"]
