@@ -41,6 +41,7 @@ __all__ = [
     "compare",
     "experiments",
     "fingerprint",
+    "load_ipython_extension",
     "span",
     "sweep_sizes",
 ]
@@ -49,9 +50,9 @@ __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext labkit``: registers ``%%lines`` (:func:`labkit.profile.lines.magic`), a cell profiled line by
+    """``%load_ext labkit``: registers ``%%lines`` (:func:`labkit.profile.perline.magic`), a cell profiled line by
     line — time, allocations, SQL statements and HTTP calls."""
-    from labkit.profile.lines import magic
+    from labkit.profile.perline import magic
 
     ipython.register_magic_function(magic, magic_kind="cell", magic_name="lines")
 

@@ -37,7 +37,7 @@ def test_environment_yml_mirrors_pyproject():
 def test_public_api_is_curated():
     assert sorted(labkit.__all__) == [
         "BenchResult", "Comparison", "Experiment", "LabkitError", "SizeSweep", "bench", "collect", "compare",
-        "experiments", "fingerprint", "span", "sweep_sizes",
+        "experiments", "fingerprint", "load_ipython_extension", "span", "sweep_sizes",  # %load_ext labkit
     ]
     for name in labkit.__all__:
         assert getattr(labkit, name).__doc__, f"labkit.{name} needs a docstring"

@@ -20,7 +20,7 @@ def _db():
 
 
 def three_costs(conn):
-    time.sleep(0.03)                                        # the slow line
+    time.sleep(0.1)                                         # the slow line
     junk = [str(i) * 3 for i in range(20_000)]              # the allocating line
     rows = [conn.execute("SELECT v FROM t WHERE id = ?", (i,)).fetchone() for i in range(40)]  # a query per item
     return len(junk), len(rows)
@@ -41,7 +41,7 @@ def test_each_cost_tops_its_own_column_in_a_function():
 
 def test_each_cost_tops_its_own_column_in_a_cell():
     conn = _db()
-    cell = ("time.sleep(0.03)\n"
+    cell = ("time.sleep(0.1)\n"
             "junk = [str(i) * 3 for i in range(20_000)]\n"
             "rows = [conn.execute('SELECT v FROM t WHERE id = ?', (i,)).fetchone() for i in range(40)]\n")
     namespace = {"time": time, "conn": conn}
@@ -71,7 +71,7 @@ def test_the_cell_magic_in_a_real_kernel():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("%load_ext labkit\nimport sqlite3, time\nconn = sqlite3.connect(':memory:')\n"
                                           "conn.execute('CREATE TABLE t (id INTEGER PRIMARY KEY)')"),
-                nbformat.v4.new_code_cell("%%lines --watch conn\ntime.sleep(0.02)\n"
+                nbformat.v4.new_code_cell("%%lines --watch conn\ntime.sleep(0.1)\n"
                                           "ids = [conn.execute('SELECT id FROM t WHERE id = ?', (i,)).fetchone() "
                                           "for i in range(30)]"),
                 nbformat.v4.new_code_cell("print(len(ids))"),

@@ -17,7 +17,7 @@ and :mod:`labkit.profile.allocations`. Nothing here fetches anything from the ne
 from labkit.profile.allocations import MemoryProfile, Tracking, memory, tracking
 from labkit.profile.cpu import CpuProfile, attach, call, py_spy_path, under_load
 from labkit.profile.differential import ProfileDiff, diff, diff_chart
-from labkit.profile.lines import LineProfile, lines, lines_of_cell
+from labkit.profile.perline import LineProfile, lines, lines_of_cell
 from labkit.profile.render import Frame, flamegraph, icicle_chart, memray_html
 from labkit.profile.stacks import Stacks, frame_parts
 

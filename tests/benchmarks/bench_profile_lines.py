@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 
-from labkit.profile.lines import lines
+from labkit.profile import lines
 
 
 def busy(n: int = 20_000) -> int:
