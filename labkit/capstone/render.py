@@ -47,8 +47,8 @@ def waterfall_chart(steps: Sequence[Any], title: str = "Where one request's time
     df["px"] = df["ms"] / reach * _WIDTH
     counted = {"db": "queries", "catalog": "calls"}
 
-    def label(st: str, ms: float, n: Any, px: float) -> str:
-        short = f"{st} {ms * 1e3:.0f} µs" if ms < 1 else f"{st} {ms:.1f} ms"
+    def label(st: str, took: float, n: Any, px: float) -> str:
+        short = f"{st} {took * 1e3:.0f} µs" if took < 1 else f"{st} {took:.1f} ms"
         full = short + (f" · {n:g} {counted[st]}" if st in counted and n is not None and n == n else "")
         return next((t for t in (full, short) if len(t) * _CHAR_PX + 6 < px), "")
 

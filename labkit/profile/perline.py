@@ -176,10 +176,9 @@ def _profile(run: Callable[[], Any], span: tuple[str, int, int], source: list[st
 
         recorder = nplusone_watch(*watch, label=label)
     previous = sys.gettrace()
-    started = time.perf_counter_ns()
     if recorder is not None:
         recorder.start()
-        started = time.perf_counter_ns()
+    started = time.perf_counter_ns()  # the queries' start_ns are counted from the recorder's start, just before
     sys.settrace(calls)
     try:
         result = run()
@@ -199,34 +198,39 @@ def _profile(run: Callable[[], Any], span: tuple[str, int, int], source: list[st
             if i >= 0:
                 into = sql if q.kind == "sql" else http
                 into[changes[i][1]] = into.get(changes[i][1], 0) + 1
-    counted, note = ({}, "") if not allocations else _allocations(run, span)
-    if allocations and not note:
-        result = counted.pop("result", result)
+    counted, note = None, ""
+    if allocations:
+        counted, note, result = _allocations(run, span, result)
     rows = tuple(LineRow(n, text.rstrip("\n"), hits.get(n, 0), spent.get(n, 0) / 1e6,
-                         None if note or not allocations else counted.get(n, (0, 0))[0],
-                         None if note or not allocations else counted.get(n, (0, 0))[1], sql.get(n, 0), http.get(n, 0))
+                         *((None, None) if counted is None else counted.get(n, (0, 0))), sql.get(n, 0), http.get(n, 0))
                  for n, text in zip(range(lo, hi + 1), source, strict=False))
     return LineProfile(label, filename, rows, note, result)
 
 
-def _allocations(run: Callable[[], Any], span: tuple[str, int, int]) -> tuple[dict[Any, Any], str]:
-    """Per line of ``span``: (allocations, bytes) of a second run under memray; or ({}, why not)."""
+def _allocations(run: Callable[[], Any], span: tuple[str, int, int],
+                 result: Any) -> tuple[dict[int, tuple[int, int]] | None, str, Any]:
+    """Per line of ``span``: (allocations, bytes) of a second run under memray, "", and that run's result; or
+    None, why not, and ``result`` (the first run's) when memray cannot run here."""
     from labkit.alloc.census import _free_kinds, census_unavailable
 
     if (why := census_unavailable()) is not None:
-        return {}, f"allocations not counted: {why}"
+        return None, f"allocations not counted: {why}", result
     import memray
 
     filename, lo, hi = span
-    out: dict[Any, Any] = {}
+    out: dict[int, tuple[int, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "lines.bin"
+        tracker = memray.Tracker(destination=memray.FileDestination(str(dest), compress_on_exit=False),
+                                 trace_python_allocators=True)
         try:
-            with memray.Tracker(destination=memray.FileDestination(str(dest), compress_on_exit=False),
-                                trace_python_allocators=True):
-                out["result"] = run()
-        except RuntimeError as e:  # another tracker is active
-            return {}, f"allocations not counted: {e}"
+            tracker.__enter__()
+        except RuntimeError as e:  # another tracker is active (an error of the profiled code is not caught here)
+            return None, f"allocations not counted: {e}", result
+        try:
+            result = run()
+        finally:
+            tracker.__exit__(None, None, None)
         frees = _free_kinds()
         reader = memray.FileReader(str(dest))
         try:
@@ -239,7 +243,7 @@ def _allocations(run: Callable[[], Any], span: tuple[str, int, int]) -> tuple[di
                     out[line] = (n + r.n_allocations, size + r.size)
         finally:
             reader.close()
-    return out, ""
+    return out, "", result
 
 
 def magic(line: str, cell: str) -> LineProfile:
