@@ -81,3 +81,15 @@ def test_the_cell_magic_in_a_real_kernel():
     assert "<table" in shown["text/html"] and "most ms line 1" in shown["text/plain"] and "sql line 2" in shown["text/plain"]
     assert nb.cells[2].outputs[0]["text"] == "30\n"
     assert "nobody not defined in this notebook" in str(nb.cells[3].outputs)
+
+
+def test_an_error_of_the_profiled_code_is_its_own_not_a_tracker_conflict():
+    calls = []
+
+    def broken():  # fails on its second run: the allocation pass, under memray
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the learner's own error")
+
+    with pytest.raises(RuntimeError, match="the learner's own error"):
+        lines(broken)
