@@ -218,7 +218,15 @@ def diff_chart(d: ProfileDiff, *, width: int = 720) -> Any:
     sub = ("elided (too narrow): " + ", ".join(f.split(" (")[0] for f in elided[:12])
            + (" …" if len(elided) > 12 else "")) if elided else ""
     layout = pd.DataFrame(layout)
-    return alt.Chart(layout, title=alt.TitleParams(str(d), subtitle=sub)).mark_rect(stroke="white").encode(
+    # the summary names every changed frame: wrapped to the chart's width as subtitle lines, under a short title,
+    # so a long list neither widens the chart nor pushes the icicle out of the cell
+    import textwrap
+
+    changed = str(d).split(": ", 1)[1] if ": " in str(d) else str(d)
+    lines = textwrap.wrap(changed, width=max(40, width // 7)) + (textwrap.wrap(sub, width=max(40, width // 7)) if sub else [])
+    title = alt.TitleParams(f"profile diff {d.before} → {d.after}: red slower, blue faster, grey no change",
+                            subtitle=lines, anchor="start")
+    return alt.Chart(layout, title=title).mark_rect(stroke="white").encode(
         x=alt.X("x0:Q", axis=None), x2="x1", y=alt.Y("depth:O", axis=None),
         color=alt.Color("verdict:N", scale=alt.Scale(domain=["slower", "faster", "no change"],
                                                       range=["#d62728", "#1f77b4", "#bbbbbb"])),

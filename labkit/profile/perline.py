@@ -99,9 +99,10 @@ class LineProfile:
         head = "".join(f"<th style='text-align:right'>{c}</th>" for c in COLUMNS)
         body = "".join(
             f"<tr><td style='color:#999;text-align:right'>{r.line}</td>{''.join(cell(r, c) for c in COLUMNS)}"
-            f"<td style='font-family:monospace;white-space:pre'>{html.escape(r.source)}</td></tr>" for r in self.rows)
+            f"<td style='font-family:monospace;white-space:pre;text-align:left'>{html.escape(r.source)}</td></tr>"
+            for r in self.rows)
         note = f"<div style='color:#a60'>{html.escape(self.note)}</div>" if self.note else ""
-        return (f"<div><b>{html.escape(self.label)}</b> — line by line (ms: wall time with the tracer on; "
+        return (f"<div style='overflow-x:auto'><b>{html.escape(self.label)}</b> — line by line (ms: wall time with the tracer on; "
                 f"allocations and bytes: a second run, under memray){note}<table style='font-size:12px'>"
                 f"<tr><th>line</th>{head}<th style='text-align:left'>source</th></tr>{body}</table></div>")
 
