@@ -16,11 +16,11 @@ and :mod:`labkit.profile.allocations`. Nothing here fetches anything from the ne
 
 from labkit.profile.allocations import MemoryProfile, Tracking, memory, tracking
 from labkit.profile.cpu import CpuProfile, attach, call, py_spy_path, under_load
-from labkit.profile.differential import ProfileDiff, diff, diff_chart
+from labkit.profile.differential import ProfileDiff, diff, diff_chart, diff_under_load
 from labkit.profile.perline import LineProfile, lines, lines_of_cell
 from labkit.profile.render import Frame, flamegraph, icicle_chart, memray_html
 from labkit.profile.stacks import Stacks, frame_parts
 
 __all__ = ["CpuProfile", "MemoryProfile", "Stacks", "Tracking", "Frame", "attach", "call", "under_load",
            "memory", "tracking", "icicle_chart", "flamegraph", "memray_html", "py_spy_path", "frame_parts",
-           "ProfileDiff", "diff", "diff_chart", "LineProfile", "lines", "lines_of_cell"]
+           "ProfileDiff", "diff", "diff_under_load", "diff_chart", "LineProfile", "lines", "lines_of_cell"]

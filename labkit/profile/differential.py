@@ -10,10 +10,23 @@ machine lands on both. Each profile is turned into fractions of its *own* sample
 *own* measured duration, so neither the sampling rate nor the length of a run scales one side against the
 other. The sampler is a thread reading ``sys._current_frames()`` of the calling thread: in-process, no ptrace.
 Frames are functions (``name (file)``), not lines, so a frame keeps its identity when a fix moves its lines.
+
+A running toyshop is diffed the same way, with py-spy attached to its process while a bounded load runs:
+
+    d = profile.diff_under_load("/customers/1/export?n1=naive", "/customers/1/export?n1=batched",
+                                service=svc, load_rate=30)            # one process, two request switches
+    d = profile.diff_under_load(heap_svc, flat_svc, path="/customers/2/export", load_rate=250,
+                                native=True, gil=True)                # two processes, one path each round
+
+There each profile's samples become *busy thread-seconds per request*: a frame's samples divided by py-spy's
+rate (the seconds its threads spent there) and by the responses completed inside that profile's own sampling
+window. Waiting threads are left out (py-spy's default), so a faster side that idles more is not charged for
+the idling. A profile during which py-spy said it fell behind its rate carries a note (:attr:`ProfileDiff.notes`).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -28,9 +41,10 @@ from labkit.errors import BadInputError
 from labkit.inputs import integer, number
 from labkit.results import Saveable, TextRepr
 
-__all__ = ["ProfileDiff", "diff", "diff_chart"]
+__all__ = ["ProfileDiff", "diff", "diff_under_load", "diff_chart"]
 
 Stack = tuple[str, ...]
+_ADDRESS = re.compile(r"(?<![^;\n])0x[0-9a-f]+(?: \([^;()]*\))?(?=[; ])")
 
 
 def _sample(fn: Callable[[], Any], duration_s: float, interval_s: float) -> tuple[Counter[Stack], float, int]:
@@ -75,12 +89,16 @@ def _sample(fn: Callable[[], Any], duration_s: float, interval_s: float) -> tupl
 
 @dataclass(frozen=True)
 class ProfileDiff(TextRepr, Saveable):
-    """Before/after profiles and the change per frame (seconds per call of each side's function).
+    """Before/after profiles and the change per frame, in seconds per call of each side's function (in
+    process) or busy thread-seconds per request (a service under load: :func:`diff_under_load`).
 
     Attributes:
         before, after: what was profiled.
-        profiles: ``(side, seconds per call, calls, collapsed stacks)`` per profile, in the order they ran.
+        profiles: ``(side, seconds per call or per request, calls or requests, collapsed stacks)`` per profile,
+            in the order they ran; ``unit`` names which.
         confidence: the bootstrap intervals' level; ``resamples``: bootstrap resamples; ``seed``.
+        min_change: the smallest change, as a fraction of the frame's before time, that is coloured.
+        notes: what affects the reading (py-spy fell behind its rate, a profile without requests).
     """
 
     KIND = "profile-diff"
@@ -92,6 +110,8 @@ class ProfileDiff(TextRepr, Saveable):
     resamples: int = 2000
     seed: int = 0
     min_change: float = 0.05
+    unit: str = "seconds per call"
+    notes: tuple[str, ...] = ()
 
     def _side(self, side: str) -> list[tuple[list[Stack], np.ndarray, float]]:
         """This side's profiles: (stacks, their sample counts, seconds per call) each."""
@@ -160,16 +180,23 @@ class ProfileDiff(TextRepr, Saveable):
         return pd.DataFrame(rows).sort_values("total_before_s", ascending=False, ignore_index=True)
 
     def changed(self) -> dict[str, str]:
-        """frame → ``"slower"``/``"faster"`` for the frames whose interval excludes no change."""
+        """frame → ``"slower"``/``"faster"`` for the frames whose interval excludes no change, the largest
+        change (in total time) first."""
         df = self.to_frame()
-        return dict(zip(df.frame[df.verdict != "no change"], df.verdict[df.verdict != "no change"], strict=True))
+        df = df[df.verdict != "no change"]
+        df = df.iloc[df.total_change_s.abs().argsort()[::-1]]
+        return dict(zip(df.frame, df.verdict, strict=True))
 
     def __str__(self) -> str:
         ch = self.changed()
         n = len(self.profiles) // 2
-        names = ", ".join(f"{f.split(' (')[0]} {v}" for f, v in ch.items()) or "no frame changed"
-        return (f"profile diff {self.before} → {self.after}: {n} profiles a side, interleaved; "
+        shown = list(ch.items())[:8]
+        names = ", ".join(f"{f.split(' (')[0]} {v}" for f, v in shown) or "no frame changed"
+        if len(ch) > len(shown):
+            names += f" … and {len(ch) - len(shown)} more (to_frame())"
+        text = (f"profile diff {self.before} → {self.after}: {n} profiles a side, interleaved; "
                 f"{int(self.confidence * 100)} % intervals: {names}")
+        return "\n".join([text, *(f"  note: {note}" for note in self.notes)])
 
 
 def diff(before: Callable[[], Any], after: Callable[[], Any], *, rounds: int = 5, duration_s: float = 1.0,
@@ -196,6 +223,120 @@ def diff(before: Callable[[], Any], after: Callable[[], Any], *, rounds: int = 5
         profiles.append((side, spc, calls, text))
     name = lambda f: getattr(f, "__name__", type(f).__name__)  # noqa: E731
     return ProfileDiff(name(before), name(after), tuple(profiles), seed=seed)
+
+
+def _side_of(x: Any, service: Any, path: str | None, which: str) -> tuple[Any, str]:
+    """One side of :func:`diff_under_load`: a Service (with ``path=``) or a request path (with ``service=``)."""
+    if isinstance(x, str):
+        if service is None:
+            raise BadInputError(f"{which} is a path ({x!r}): give the service it is sent to, service=svc")
+        svc, p = service, x
+    elif hasattr(x, "pid") and hasattr(x, "url"):
+        if path is None:
+            raise BadInputError(f"{which} is a service: give the request path both sides are loaded with, "
+                                "path='/customers/1/export'")
+        svc, p = x, path
+    else:
+        raise BadInputError(f"{which} must be a running labkit.service.Service or a request path such as "
+                            f"'/customers/1/export?n1=batched', got {type(x).__name__}")
+    if not p.startswith("/"):
+        raise BadInputError(f"the path must start with '/', got {p!r} (e.g. '/customers/1/export?n1=batched')")
+    if not getattr(svc, "alive", True):
+        raise BadInputError(f"the {which} service is not running (stopped, or it died): start it again")
+    return svc, p
+
+
+def _served_in(load: Any, start_s: float, end_s: float) -> int:
+    """Responses of a load run completed between two ``time.perf_counter()`` readings."""
+    done_ns = load.t0_ns + load.start_ns + load.samples_ns
+    return int(np.count_nonzero((done_ns >= start_s * 1e9) & (done_ns < end_s * 1e9)))
+
+
+def diff_under_load(before: Any, after: Any, *, path: str | None = None, service: Any = None,
+                    load_rate: float | None = None, concurrency: int | None = None, rounds: int = 5,
+                    duration_s: float = 1.0, rate: int = 100, gil: bool = False, native: bool = False,
+                    names: tuple[str, str] | None = None, seed: int = 0, progress: bool | None = None,
+                    **load_kwargs: Any) -> ProfileDiff:
+    """Profile a toyshop under load with two settings, in interleaved rounds, with py-spy.
+
+    Each side is a running :class:`labkit.service.Service` (loaded with ``path``) or a request path on
+    ``service`` (a request switch in its query: ``?n1=batched``). Every round starts a bounded load on that
+    side (:func:`labkit.load.background`, ``load_rate=`` open loop or ``concurrency=`` closed loop), attaches
+    py-spy for ``duration_s`` once the warm-up is over, and counts the responses completed while it sampled.
+
+    Args:
+        rounds: profiles a side (≥ 5), in the order A B B A A B …
+        rate: py-spy's samples per second; ``gil``/``native``: as in :func:`labkit.profile.attach`.
+        names: the two sides' labels (default: the paths, or each service's switches that differ).
+        progress: a bar over the rounds (:mod:`labkit.progress`: by default in a notebook).
+
+    Raises:
+        BadInputError: a side that is neither a service nor a path, a stopped service, a bad knob.
+        ProbeUnavailable: py-spy is missing or may not read the service (what to do about ptrace).
+    """
+    from labkit.load import background
+    from labkit.profile.cpu import _check, _Recording, _sleep_until_done
+    from labkit.progress import steps_bar
+
+    a, b = _side_of(before, service, path, "before"), _side_of(after, service, path, "after")
+    if (load_rate is None) == (concurrency is None):
+        raise BadInputError("give exactly one of load_rate= (open loop, requests per second) or concurrency= "
+                            "(closed loop) for the load each profile runs under")
+    rounds = integer(rounds, "rounds", low=5, high=100, hint="at least 5 profiles a side give an interval")
+    duration_s, rate = _check(duration_s, rate)
+    if names is None:
+        if a[0] is b[0]:
+            names = (a[1], b[1])
+        else:
+            va, vb = getattr(a[0], "variants", {}) or {}, getattr(b[0], "variants", {}) or {}
+            differ = sorted(k for k in set(va) | set(vb) if va.get(k) != vb.get(k))
+            names = (", ".join(f"{k}={va.get(k)}" for k in differ) or f"pid {a[0].pid}",
+                     ", ".join(f"{k}={vb.get(k)}" for k in differ) or f"pid {b[0].pid}")
+    opts = {"idle": False, "gil": gil, "native": native, "function": True}
+    order = []
+    for r in range(rounds):
+        order += ["A", "B"] if r % 2 == 0 else ["B", "A"]
+    profiles, notes = [], []
+    pb = steps_bar(progress, len(order), "profile diff (py-spy, under load)", "profile",
+                   expected_s=len(order) * (duration_s + 1.0))
+    try:
+        for side in order:
+            svc, p = a if side == "A" else b
+            with background(svc.url + p, rate=load_rate, concurrency=concurrency, duration_s=duration_s + 30,
+                            warmup_s=0.3, **load_kwargs) as load:
+                load.warm()
+                rec = _Recording(svc.pid, rate, duration_s, opts, "raw", None)
+                try:
+                    rec.wait_sampling()
+                    _sleep_until_done(rec, duration_s)
+                    end = time.perf_counter()
+                    rec.stop()
+                    text, _elapsed, said = rec.read()
+                    behind = any("behind in sampling" in line for line in rec.stdout + rec.stderr)
+                finally:
+                    if rec.proc.poll() is None:
+                        rec.stop(force=True)
+                    rec.cleanup()
+                start = rec.started
+            served = _served_in(load.result, start, end)
+            label = names[0] if side == "A" else names[1]
+            notes += [f"{label}: {n}" for n in said]
+            if behind:
+                notes.append(f"{label}: py-spy fell behind its rate of {rate}/s in one profile, so its seconds are "
+                             "too few: lower rate=")
+            if not served:
+                raise BadInputError(f"no response to {p} was completed while py-spy sampled {label} for "
+                                    f"{duration_s:g} s: raise duration_s= or the load (load_rate=/concurrency=)")
+            text = _ADDRESS.sub("[native, no symbol]", text)  # an address differs between processes (ASLR)
+            busy = sum(int(line.rpartition(" ")[2]) for line in text.splitlines() if line.strip()) / rate
+            profiles.append((side, busy / served, served, text))
+            if pb is not None:
+                pb.update()
+    finally:
+        if pb is not None:
+            pb.close()
+    return ProfileDiff(names[0], names[1], tuple(profiles), seed=seed, unit="busy thread-seconds per request",
+                       notes=tuple(dict.fromkeys(notes)))
 
 
 def diff_chart(d: ProfileDiff, *, width: int = 720) -> Any:
@@ -226,8 +367,17 @@ def diff_chart(d: ProfileDiff, *, width: int = 720) -> Any:
     lines = textwrap.wrap(changed, width=max(40, width // 7)) + (textwrap.wrap(sub, width=max(40, width // 7)) if sub else [])
     title = alt.TitleParams(f"profile diff {d.before} → {d.after}: red slower, blue faster, grey no change",
                             subtitle=lines, anchor="start")
-    return alt.Chart(layout, title=title).mark_rect(stroke="white").encode(
-        x=alt.X("x0:Q", axis=None), x2="x1", y=alt.Y("depth:O", axis=None),
+    from labkit.profile.render import _label
+
+    layout["label"] = layout.apply(_label, axis=1, px_per_unit=width)
+    x = alt.X("x0:Q", axis=None, scale=alt.Scale(domain=[0, 1], nice=False))
+    y = alt.Y("depth:O", axis=None)
+    boxes = alt.Chart(layout).mark_rect(stroke="white").encode(
+        x, x2="x1", y=y,
         color=alt.Color("verdict:N", scale=alt.Scale(domain=["slower", "faster", "no change"],
                                                       range=["#d62728", "#1f77b4", "#bbbbbb"])),
-        tooltip=["function", "file", "verdict"]).properties(width=width)
+        tooltip=["function", "file", "verdict"])
+    # names on the boxes wide enough to hold them, so a static export (a PNG, a report) reads without hovering
+    labels = alt.Chart(layout[layout.label != ""]).mark_text(align="left", baseline="middle", dx=3, fontSize=11,
+                                                             color="black").encode(x, y, text="label:N")
+    return alt.layer(boxes, labels, title=title).properties(width=width)
