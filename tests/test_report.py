@@ -538,7 +538,7 @@ def test_the_template_runs_as_is_and_reports_its_two_experiments(template_report
     titles = [c.title for c in concluded_in(t.run.folder)]
     assert titles == ["batched export, customer 4", "batched export under load, customer 4"]
     assert all(c.measured and c.verdict for c in concluded_in(t.run.folder))
-    assert html.count('class="marks"') == 2 and external_resources(html) == []
+    assert html.count('class="marks"') == 3 and external_resources(html) == []
     # a clean page: no progress bar (they went to the terminal) and no absolute path of this machine in it
     assert not re.search(r"\d+%\|", html) and "round/s" not in html, "a progress bar reached the page"
     assert str(Path(t.run.folder).parent.parent) not in html, "an absolute path reached the page"
