@@ -52,10 +52,12 @@ _CLOCK = time.perf_counter  # bound now: a cheat that slows time.perf_counter mu
 
 def lean_but_slow(orders):
     """Right and lean, but no faster than the baseline (it sleeps the time it saved): what the generic cheats
-    wrap, so a gated or tampering cheat reaches the speed check instead of failing at the allocation budget."""
+    wrap, so a gated or tampering cheat reaches the speed check instead of failing at the allocation budget.
+    The reference is about 20 times faster than the baseline here, so sleeping 9 times its own time left this
+    cheat about 2 times faster — on the bar, and it passed on a loaded run; 30 times puts it beyond the baseline."""
     t0 = _CLOCK()
     out = reference(orders)
-    time.sleep(9 * (_CLOCK() - t0))
+    time.sleep(30 * (_CLOCK() - t0))
     return out
 
 
