@@ -12,7 +12,7 @@ one, as section 4 of the lab models it. The learner writes ``MyLedger(audit)`` w
 
 :func:`check` grades it in this process. Every graded run is a **many-thread stress**: a fresh ledger of the
 learner's class, its own audit trail, 6–10 threads (8 ± 25 %, drawn per run) released together, each adding its
-share of a load generated for that run — 18–30 adds a thread (24 ± 25 %), about 60 % of them on 2–3 hot customers,
+share of a load generated for that run — 18–30 adds a thread (24 ± 25 %), about 60 % of them on 1–2 hot customers,
 the rest on 20–60 others; ids never seen before — the interpreter's switch interval set short (:data:`SWITCH_S`).
 Every run but the hammer is paced alike: a :data:`HOLD_MS` audit write a line, and each caller pausing as long
 again after each add (its other work). In order:
@@ -38,7 +38,9 @@ and almost never in the microseconds between a racy ledger's read of a balance a
 interval alone passed a ledger with no lock at all. In a forced run, each driver thread runs its adds under a trace
 function (``sys.settrace``, set in that thread and removed after) that sleeps :data:`NUDGE_S` before every
 instruction of the ledger's own code (not the grader's file, ``threading``'s or ``queue``'s), releasing the GIL there: another add runs
-between any two of its instructions. A read outside the lock and a store inside it, a balance read back after the lock
+between any two of its instructions. One instruction in :data:`NUDGE_ODDS`, at random, stalls for :data:`STALL_S`
+instead, so a window of a few instructions is sometimes long enough for another add's whole critical section (with
+equal nudges, a balance read back after the lock passed about a third of the runs). A read outside the lock and a store inside it, a balance read back after the lock
 for the audit line, per-customer locks made by the adds that race for them: all split, every run. The forced runs'
 timings measure the trace and are not used; the budget and the P99 are measured on plain runs.
 
@@ -96,7 +98,7 @@ from labkit.grading import (
 from labkit.grading import compare as _compare
 
 __all__ = ["baseline", "check", "hint", "solution", "stress", "Stress", "SWITCH_S", "WAIT_BUDGET_X", "HOLD_MS",
-           "NUDGE_S", "HAMMER_ADDS"]
+           "NUDGE_S", "STALL_S", "NUDGE_ODDS", "HAMMER_ADDS"]
 
 #: the switch interval every graded run sets (seconds; CPython's default is 0.005): a thread that waits for the
 #: interpreter asks the running one to let go after this long, so a read-modify-write split by a call is split
@@ -108,9 +110,16 @@ HOLD_MS = 0.2
 #: the sleep before every instruction of the ledger's code in a forced-switch run (seconds): the GIL is released, and a thread
 #: that waits for it runs — so a read and a store on two lines are split as often as there are threads to split them
 NUDGE_S = 1e-6
+#: one instruction in :data:`NUDGE_ODDS`, drawn at random, sleeps :data:`STALL_S` instead: a thread stalled in a short
+#: window (after a lock's release, before a balance is read back) lets another add run its whole critical section
+#: there. Equal nudges alone do not: the stalled window is a few instructions, the other add's section more, so the
+#: window's owner always came first and a stale read-back passed about a third of the runs.
+STALL_S = 1e-3
+NUDGE_ODDS = 16
 #: adds per thread in the hammer run (about; drawn per run): thousands in all, back to back, on a few hot customers
 HAMMER_ADDS = 300
 _SLEEP = time.sleep
+_RANDOM = random.Random
 _SETTRACE, _GETTRACE = sys.settrace, sys.gettrace
 #: the files whose frames a forced-switch run leaves alone: the grader's own (the drivers, the audit trail's write),
 #: and the standard library's thread and queue machinery a ledger may call (their waits release the GIL already)
@@ -232,15 +241,18 @@ def _describe(e: BaseException) -> str:
 
 
 def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]]], *, hold_ms: float = HOLD_MS,
-           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0, forced: bool = False) -> Stress:
+           switch_s: float = SWITCH_S, timeout_s: float = 20.0, think_ms: float = 0.0, forced: bool = False,
+           seed: int | None = None) -> Stress:
     """Run ``ledger(audit)`` under the grader's stress: one thread per share of ``load`` (a list of
     ``(customer_id, points)`` per thread), released together, the switch interval at :data:`SWITCH_S`; then
     ``balances()``. With ``think_ms``, each thread pauses that long after each add (its caller's other work);
     without, its adds come back to back. With ``forced``, each thread's adds run under a trace function that
     sleeps :data:`NUDGE_S` before every instruction of the ledger's own code (not the grader's, nor ``threading``'s or
-    ``queue``'s), releasing the GIL there: another thread runs between any two lines, so a read-modify-write
-    spread over two lines is split; the run's timings then measure the trace, not the ledger. Never raises what
-    the ledger raises: a failed run says why in ``error``."""
+    ``queue``'s), releasing the GIL there — and :data:`STALL_S` before one instruction in :data:`NUDGE_ODDS`, drawn
+    per thread from ``seed`` — so another thread runs between any two lines, a read-modify-write spread over two
+    lines is split, and a short window is sometimes long enough for another add's whole critical section; the
+    run's timings then measure the trace, not the ledger. Never raises what the ledger raises: a failed run says
+    why in ``error``."""
     audit, lines, took, taken = _trail(hold_ms / 1e3)
     clock, think_s, nudge_s = _CLOCK, think_ms / 1e3, NUDGE_S
     lat: list[list[int]] = [[] for _ in load]
@@ -250,20 +262,29 @@ def stress(ledger: Callable[[Any], Any], load: Sequence[Sequence[tuple[int, int]
     empty = np.zeros(0, dtype=np.int64)
     untraced = _UNTRACED
 
-    def nudge(frame: Any, event: str, arg: Any) -> Any:
-        if event == "opcode":
-            _SLEEP(nudge_s)  # the GIL is released: a thread waiting for it runs before this instruction does
-        return nudge
+    stall_s, odds = STALL_S, NUDGE_ODDS
 
-    def enter(frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename in untraced:
-            return None
-        frame.f_trace_opcodes = True  # an event before every bytecode instruction, not only at each line
-        return nudge
+    def tracer(i: int) -> Callable[..., Any]:
+        """Thread ``i``'s trace function: its own random stream, so the stalls land on every thread alike."""
+        pick = _RANDOM(None if seed is None else seed * 1009 + i).randrange
+
+        def nudge(frame: Any, event: str, arg: Any) -> Any:
+            if event == "opcode":  # the GIL is released: a thread waiting for it runs before this instruction does
+                _SLEEP(stall_s if pick(odds) == 0 else nudge_s)
+            return nudge
+
+        def enter(frame: Any, event: str, arg: Any) -> Any:
+            if frame.f_code.co_filename in untraced:
+                return None
+            frame.f_trace_opcodes = True  # an event before every bytecode instruction, not only at each line
+            return nudge
+
+        return enter
 
     def drive(i: int, obj: Any) -> None:
         mine, waited = lat[i], wait[i]
         before = _GETTRACE()
+        enter = tracer(i)
         try:
             add = obj.add
             if forced:
@@ -380,7 +401,7 @@ def _load(rng: random.Random, threads: int, adds: int, hot: float = 0.6) -> list
     """A load made for one run: ``threads`` shares of ~``adds`` adds each; a few hot customers get the ``hot``
     share of them (as real ones do), the rest spread over many; ids never seen before this run."""
     base = rng.randrange(10**5, 10**9)
-    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(2, 3))]
+    hot_ids = [base + rng.randrange(10**4) for _ in range(rng.randint(1, 2))]
     cold = [base + 10**4 + rng.randrange(10**5) for _ in range(rng.randint(20, 60))]
     out = []
     for _ in range(threads):
@@ -418,7 +439,8 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
     paced, forced, hammer = (hold_ms, hold_ms, False), (hold_ms, hold_ms, True), (0.0, 0.0, False)
 
     def yours(load: list[list[tuple[int, int]]], pace: tuple[float, float, bool]) -> Stress:
-        return stress(my_ledger, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2])
+        return stress(my_ledger, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2],
+                      seed=rng.randrange(2**31) if pace[2] else None)
 
     def base(load: list[list[tuple[int, int]]], pace: tuple[float, float, bool]) -> Stress:
         return stress(baseline, load, hold_ms=pace[0], think_ms=pace[1], forced=pace[2])
@@ -452,7 +474,7 @@ def check(my_ledger: Callable[[Any], Any], experiment: Experiment | None = None,
                      (f"one customer from {many} threads, {switched}", crowd(), forced),
                      ("the hammer: adds back to back on a few hot customers, audit writes that take no time",
                       _load(rng, band(rng, threads, 0.25), HAMMER_ADDS, hot=0.9), hammer)]
-            cases += [(f"a run of the timed size ({i + 1})", sized(), paced) for i in range(rng.randint(2, 3))]
+            cases += [(f"a run of the timed size ({i + 1})", sized(), paced) for i in range(rng.randint(1, 2))]
             cases += [(f"a run of the timed size, {switched} ({i + 1})", sized(), forced) for i in range(2)]
             hammered = sum(len(share) for _, load, pace in cases if pace is hammer for share in load)
             rng.shuffle(cases)
