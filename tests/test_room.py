@@ -51,6 +51,8 @@ def home(tmp_path):
     os.symlink(bad / "nowhere.json", bad / "dangling.json")
     (h / "ada" / ".ipynb_checkpoints").mkdir()
     (h / "ada" / ".ipynb_checkpoints" / "hidden.json").write_text("not looked at")
+    (h / "ada" / "perflab").mkdir()
+    (h / "ada" / "perflab" / ".perflab-handout.json").write_text('{"files": {}}')  # the labs' handout manifest
     return h
 
 

@@ -83,7 +83,9 @@ def _files(folder: Path, skipped: list[tuple[str, str]]) -> Iterable[Path]:
 
     for here, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _PRUNE)
-        yield from (Path(here) / f for f in sorted(files) if f.endswith(".json"))
+        # hidden files are passed over as hidden folders are: the labs' handout manifest (.perflab-handout.json)
+        # is labkit's own bookkeeping in every learner's copy, not a record to list as skipped
+        yield from (Path(here) / f for f in sorted(files) if f.endswith(".json") and not f.startswith("."))
 
 
 def _learner(folder: Path, path: Path) -> str:
