@@ -37,6 +37,8 @@ def test_slower_frame_is_red_unchanged_is_grey(tmp_path):
     r2 = _row(df, "f2")
     assert r2.verdict == "no change" and abs(r2.total_ratio - 1) <= 0.05
     assert "f1 slower" in str(d)
+    before, after = d.per_call()                     # the whole of each side: what the frames' times are parts of
+    assert abs(_row(df, "slow").total_before_s / before - 1) <= 0.05 and after > before
     again = ProfileDiff.load(d.save(tmp_path / "d.json"))
     assert again.to_frame().equals(df)
     profile.diff_chart(d).to_dict()

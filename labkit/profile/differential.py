@@ -113,29 +113,32 @@ class ProfileDiff(TextRepr, Saveable):
     unit: str = "seconds per call"
     notes: tuple[str, ...] = ()
 
-    def _side(self, side: str) -> list[tuple[list[Stack], np.ndarray, float]]:
-        """This side's profiles: (stacks, their sample counts, seconds per call) each."""
+    def _side(self, side: str) -> list[tuple[list[Stack], np.ndarray, float, int]]:
+        """This side's profiles: (stacks, their sample counts, seconds per call, calls) each."""
         out = []
-        for s, spc, _calls, text in self.profiles:
+        for s, spc, calls, text in self.profiles:
             if s == side:
                 c: Counter[Stack] = Counter()
                 for line in text.splitlines():
                     st, _, w = line.rpartition(" ")
                     c[tuple(st.split(";"))] += int(w)
-                out.append((list(c), np.array(list(c.values()), dtype=float), spc))
+                out.append((list(c), np.array(list(c.values()), dtype=float), spc, max(int(calls), 1)))
         return out
 
-    def _draws(self, side: list[tuple[list[Stack], np.ndarray, float]], frames: list[str],
+    def _draws(self, side: list[tuple[list[Stack], np.ndarray, float, int]], frames: list[str],
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Each profile's per-frame (self, total) seconds per call, as measured — shape (2, profiles, frames) —
-        and ``resamples`` bootstrap means of the side — shape (2, resamples, frames). A resample picks the side's
+        """The side's per-frame (self, total) seconds per call, as measured — shape (2, frames) — and
+        ``resamples`` bootstrap values of it — shape (2, resamples, frames). A resample picks the side's
         profiles with replacement *and* redraws each picked profile's samples from its own counts (a two-level
         bootstrap): a thin profile (a low rate, a short run, a loaded machine) is as uncertain as its few samples
-        make it, which resampling whole profiles alone does not show with five a side."""
+        make it, which resampling whole profiles alone does not show with five a side. Profiles are averaged
+        weighted by their calls (the side's time over its calls): a profile that saw one slow request of a
+        service counts as one request, not as much as one that saw a hundred."""
         index = {f: i for i, f in enumerate(frames)}
         measured = np.zeros((2, len(side), len(frames)))
         redrawn = np.zeros((2, len(side), self.resamples, len(frames)))
-        for j, (stacks, counts, spc) in enumerate(side):
+        weight = np.array([calls for *_, calls in side], dtype=float)
+        for j, (stacks, counts, spc, _calls) in enumerate(side):
             member = np.zeros((2, len(stacks), len(frames)))  # stack × frame: is its leaf (self), is in it (total)
             for k, st in enumerate(stacks):
                 member[0, k, index[st[-1]]] = 1
@@ -147,17 +150,19 @@ class ProfileDiff(TextRepr, Saveable):
                 redrawn[c, j] = draws @ member[c]
         pick = rng.integers(0, len(side), size=(self.resamples, len(side)))
         rows = np.arange(self.resamples)[:, None]
-        return measured, redrawn[:, pick, rows, :].mean(axis=2)
+        w = weight[pick]                                                    # resamples × picked profiles
+        boot = (redrawn[:, pick, rows, :] * w[None, :, :, None]).sum(axis=2) / w.sum(axis=1)[None, :, None]
+        return (measured * weight[None, :, None]).sum(axis=1) / weight.sum(), boot
 
     def to_frame(self) -> Any:
-        """One row per frame: mean self and total seconds per call on each side, their change and its
+        """One row per frame: self and total seconds per call on each side (its profiles weighted by their calls), their change and its
         bootstrap interval (two levels: profiles resampled with replacement within each side, and each one's
         samples redrawn from its counts), and ``verdict`` (``slower``, ``faster`` or ``no change`` when the
         total change's interval covers zero)."""
         import pandas as pd
 
         a, b = self._side("A"), self._side("B")
-        frames = sorted({f for side in (a, b) for stacks, _, _ in side for st in stacks for f in st})
+        frames = sorted({f for side in (a, b) for stacks, *_ in side for st in stacks for f in st})
         rng = np.random.default_rng(self.seed)
         (ma, ra), (mb, rb) = self._draws(a, frames, rng), self._draws(b, frames, rng)
         lo_q, hi_q = (1 - self.confidence) / 2, 1 - (1 - self.confidence) / 2
@@ -165,7 +170,7 @@ class ProfileDiff(TextRepr, Saveable):
         for i, f in enumerate(frames):
             row: dict[str, Any] = {"frame": f}
             for k, col in ((0, "self"), (1, "total")):
-                before, after = ma[k, :, i].mean(), mb[k, :, i].mean()
+                before, after = ma[k, i], mb[k, i]
                 row[f"{col}_before_s"], row[f"{col}_after_s"] = before, after
                 row[f"{col}_change_s"] = after - before
                 row[f"{col}_low_s"], row[f"{col}_high_s"] = np.quantile(rb[k, :, i] - ra[k, :, i], [lo_q, hi_q])
@@ -178,6 +183,15 @@ class ProfileDiff(TextRepr, Saveable):
                               "faster" if big and row["total_high_s"] < 0 else "no change")
             rows.append(row)
         return pd.DataFrame(rows).sort_values("total_before_s", ascending=False, ignore_index=True)
+
+    def per_call(self) -> tuple[float, float]:
+        """Each side's whole sampled time per call (per request for a service), its profiles weighted by calls:
+        what a frame's ``total_before_s``/``total_after_s`` is a part of."""
+        def side(name: str) -> float:
+            got = [(spc, max(int(n), 1)) for s, spc, n, _t in self.profiles if s == name]
+            return sum(spc * n for spc, n in got) / sum(n for _spc, n in got)
+
+        return side("A"), side("B")
 
     def changed(self) -> dict[str, str]:
         """frame → ``"slower"``/``"faster"`` for the frames whose interval excludes no change, the largest
@@ -303,7 +317,7 @@ def diff_under_load(before: Any, after: Any, *, path: str | None = None, service
         for side in order:
             svc, p = a if side == "A" else b
             with background(svc.url + p, rate=load_rate, concurrency=concurrency, duration_s=duration_s + 30,
-                            warmup_s=0.3, **load_kwargs) as load:
+                            warmup_s=0.15, **load_kwargs) as load:
                 load.warm()
                 rec = _Recording(svc.pid, rate, duration_s, opts, "raw", None)
                 try:
