@@ -101,3 +101,20 @@ def test_a_toyshop_under_load_diffs_two_request_switches(tmp_path):
     assert d.unit == "busy thread-seconds per request" and all(n > 0 for _s, _spc, n, _t in d.profiles)
     assert "export_naive faster" in str(d) and len(d.profiles) == 10
     assert ProfileDiff.load(d.save(tmp_path / "d.json")).to_frame().equals(df)
+
+
+def test_profiles_without_samples_count_as_no_time_and_an_empty_diff_says_why():
+    from labkit.errors import BadInputError
+
+    # GIVEN a service diff where one profile of each side caught nothing (its threads never ran while sampled)
+    text = "handler (app.py:1) 10\n"
+    profiles = tuple((s, 0.01 if i else 0.0, 5, text if i else "") for i in range(5) for s in ("A", "B"))
+    d = ProfileDiff("a", "b", profiles)
+    # THEN the empty profiles weigh in as zero time, and the frame is unchanged between the sides
+    row = _row(d.to_frame(), "handler")
+    assert row.verdict == "no change" and abs(row.total_before_s - 0.008) < 1e-12
+    # and a diff with no sample at all has no frames and no chart, saying why
+    empty = ProfileDiff("a", "b", tuple((s, 0.0, 5, "") for _ in range(5) for s in ("A", "B")))
+    assert empty.to_frame().empty and "no frame changed" in str(empty)
+    with pytest.raises(BadInputError, match="no profile caught a sample"):
+        profile.diff_chart(empty)

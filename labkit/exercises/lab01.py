@@ -56,10 +56,12 @@ from labkit.grading import (
     CheckResult,
     Exercise,
     Item,
+    Watch,
     failed,
     passed,
     planned,
     prediction,
+    quiet,
     seal,
 )
 from labkit.grading import compare as _compare
@@ -318,8 +320,18 @@ def check(napkin: Callable[[Any], Mapping[str, float]], table: Any, experiment: 
         def within_band() -> tuple[Item, ...]:
             base, slopes = state["yours"], state["slopes"]
             keys = sorted({k for per in slopes.values() for k in per})
+            # the band is measured: refused while other threads of this process use the CPU (before, or during
+            # — a thread that burns only between the learner's calls inflates the rows the band is priced with).
+            # The service is this kernel's child: its work is the measurement, so children are not counted
+            if (busy := quiet(caller, "before the band's requests", "speed", children=False)) is not None:
+                return (busy,)
+            watch = Watch(caller, children=False)
             order, health = _http_samples(url, f"/orders/{order_id}", "/health", rounds=rounds)
             fresh = _remeasure(keys, health) if remeasure else {}
+            if (used := watch.busy()) is not None:
+                return (failed(f"the band's measurements: {used}", "the requests and the re-measured rows cannot "
+                               "be trusted", "stop the threads your notebook started, then check again",
+                               criterion="speed"),)
             unmeasured = [k for k in keys if k not in fresh] if remeasure else []
             if unmeasured:
                 priced = [s for s in STAGES if set(slopes[s]) & set(unmeasured)]

@@ -144,6 +144,8 @@ class ProfileDiff(TextRepr, Saveable):
                 member[0, k, index[st[-1]]] = 1
                 member[1, k, [index[f] for f in set(st)]] = 1
             n = counts.sum()
+            if not n:  # a profile with no samples (nothing ran in the sampled threads): no time, exactly
+                continue
             draws = rng.multinomial(int(n), counts / n, size=self.resamples) / n * spc  # resamples × stacks
             for c in (0, 1):
                 measured[c, j] = counts / n * spc @ member[c]
@@ -163,6 +165,10 @@ class ProfileDiff(TextRepr, Saveable):
 
         a, b = self._side("A"), self._side("B")
         frames = sorted({f for side in (a, b) for stacks, *_ in side for st in stacks for f in st})
+        if not frames:  # no profile caught a sample: nothing ran in the sampled threads
+            return pd.DataFrame(columns=["frame", *(f"{c}_{k}" for c in ("self", "total") for k in
+                                                    ("before_s", "after_s", "change_s", "low_s", "high_s", "ratio")),
+                                         "verdict"])
         rng = np.random.default_rng(self.seed)
         (ma, ra), (mb, rb) = self._draws(a, frames, rng), self._draws(b, frames, rng)
         lo_q, hi_q = (1 - self.confidence) / 2, 1 - (1 - self.confidence) / 2
@@ -266,6 +272,31 @@ def _served_in(load: Any, start_s: float, end_s: float) -> int:
     return int(np.count_nonzero((done_ns >= start_s * 1e9) & (done_ns < end_s * 1e9)))
 
 
+def _profile_round(svc: Any, path: str, seconds: float, rate: int, opts: dict[str, bool], load_rate: float | None,
+                   concurrency: int | None, load_kwargs: dict[str, Any]) -> tuple[str, list[str], bool, int]:
+    """One profile of ``svc`` under a fresh bounded load on ``path``: its collapsed stacks, py-spy's notes,
+    whether py-spy fell behind, and the responses completed while it sampled."""
+    from labkit.load import background
+    from labkit.profile.cpu import _Recording, _sleep_until_done
+
+    with background(svc.url + path, rate=load_rate, concurrency=concurrency, duration_s=seconds + 30,
+                    warmup_s=0.15, **load_kwargs) as load:
+        load.warm()
+        rec = _Recording(svc.pid, rate, seconds, opts, "raw", None)
+        try:
+            rec.wait_sampling()
+            _sleep_until_done(rec, seconds)
+            end = time.perf_counter()
+            rec.stop()
+            text, _elapsed, said = rec.read()
+            behind = any("behind in sampling" in line for line in rec.stdout + rec.stderr)
+        finally:
+            if rec.proc.poll() is None:
+                rec.stop(force=True)
+            rec.cleanup()
+    return text, said, behind, _served_in(load.result, rec.started, end)
+
+
 def diff_under_load(before: Any, after: Any, *, path: str | None = None, service: Any = None,
                     load_rate: float | None = None, concurrency: int | None = None, rounds: int = 5,
                     duration_s: float = 1.0, rate: int = 100, gil: bool = False, native: bool = False,
@@ -288,8 +319,7 @@ def diff_under_load(before: Any, after: Any, *, path: str | None = None, service
         BadInputError: a side that is neither a service nor a path, a stopped service, a bad knob.
         ProbeUnavailable: py-spy is missing or may not read the service (what to do about ptrace).
     """
-    from labkit.load import background
-    from labkit.profile.cpu import _check, _Recording, _sleep_until_done
+    from labkit.profile.cpu import _check
     from labkit.progress import steps_bar
 
     a, b = _side_of(before, service, path, "before"), _side_of(after, service, path, "after")
@@ -316,31 +346,24 @@ def diff_under_load(before: Any, after: Any, *, path: str | None = None, service
     try:
         for side in order:
             svc, p = a if side == "A" else b
-            with background(svc.url + p, rate=load_rate, concurrency=concurrency, duration_s=duration_s + 30,
-                            warmup_s=0.15, **load_kwargs) as load:
-                load.warm()
-                rec = _Recording(svc.pid, rate, duration_s, opts, "raw", None)
-                try:
-                    rec.wait_sampling()
-                    _sleep_until_done(rec, duration_s)
-                    end = time.perf_counter()
-                    rec.stop()
-                    text, _elapsed, said = rec.read()
-                    behind = any("behind in sampling" in line for line in rec.stdout + rec.stderr)
-                finally:
-                    if rec.proc.poll() is None:
-                        rec.stop(force=True)
-                    rec.cleanup()
-                start = rec.started
-            served = _served_in(load.result, start, end)
             label = names[0] if side == "A" else names[1]
+            # a window in which no response completed (the service stalled: a long collection, a loaded
+            # machine) has no per-request time: that profile is taken again, twice as long, up to twice
+            for attempt, seconds in enumerate((duration_s, 2 * duration_s, 4 * duration_s)):
+                text, said, behind, served = _profile_round(svc, p, seconds, rate, opts, load_rate, concurrency,
+                                                            load_kwargs)
+                if served:
+                    break
+                if attempt < 2:
+                    notes.append(f"{label}: no response completed in a {seconds:g} s profile; profiled again for "
+                                 f"{2 * seconds:g} s")
             notes += [f"{label}: {n}" for n in said]
             if behind:
                 notes.append(f"{label}: py-spy fell behind its rate of {rate}/s in one profile, so its seconds are "
                              "too few: lower rate=")
             if not served:
                 raise BadInputError(f"no response to {p} was completed while py-spy sampled {label} for "
-                                    f"{duration_s:g} s: raise duration_s= or the load (load_rate=/concurrency=)")
+                                    f"{4 * duration_s:g} s: raise duration_s= or the load (load_rate=/concurrency=)")
             text = _ADDRESS.sub("[native, no symbol]", text)  # an address differs between processes (ASLR)
             busy = sum(int(line.rpartition(" ")[2]) for line in text.splitlines() if line.strip()) / rate
             profiles.append((side, busy / served, served, text))
@@ -367,6 +390,9 @@ def diff_chart(d: ProfileDiff, *, width: int = 720) -> Any:
             st, _, w = line.rpartition(" ")
             c[tuple(st.split(";"))] += int(w)
     layout = Stacks.from_counts(c.items()).layout(min_share=0.004)
+    if layout.empty:
+        raise BadInputError(f"{d.before} → {d.after}: no profile caught a sample, so there is nothing to draw: "
+                            "profile for longer (duration_s=) or under more load")
     verdict = d.to_frame().set_index("frame").verdict
     layout["verdict"] = [verdict.get(f, "no change") if f != "all" else "no change" for f in layout.frame]
     elided = sorted(set(verdict.index) - set(layout.frame))
