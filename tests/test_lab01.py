@@ -143,6 +143,17 @@ def test_a_model_fitted_to_the_measurement_moves_by_the_wrong_amount(fake_url):
     assert not g.passed and "count × row" in g.items[2].message and "fitted" in g.items[2].message
 
 
+@pytest.mark.parametrize("stage,row,coefficient", [("db_ms", "sqlite_point_query", 2.3),
+                                                     ("db_ms", "sqlite_point_query", 1.9),
+                                                     ("catalog_ms", "http_health", 1.1)])
+def test_a_coefficient_near_the_count_is_not_a_count(fake_url, stage, row, coefficient):
+    # what a fitted model gives on a run where the service's stage happens to sit near count × row (CI saw
+    # db 2.3× the query row), and a learner's fudge factor: both within 25 % of the count, neither a count
+    g = grade(lambda t: {**careful(t), stage: coefficient * t.median_ns(row) / 1e6}, fake_url)
+    assert [i.ok for i in g.items] == [True, True, False], str(g)
+    assert f"moves with {row} as {coefficient:.3g} × the row" in g.items[2].message
+
+
 def test_a_model_that_answers_differently_later_fails_on_the_re_measured_table(fake_url):
     for honest in range(1, 6):  # a probe, a repeated probe or the re-measured table: each answer is checked
         g = grade(count_gated(careful, honest, fast=lambda t: {**careful(t), "db_ms": 0.1}), fake_url)
