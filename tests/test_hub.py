@@ -9,13 +9,9 @@ installs it). Everything listens on loopback; every wait is bounded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,17 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hubkit import TOKEN, free_port, http, stop_hub, wait_for_hub
 
 ROOT = Path(__file__).resolve().parents[1]
-TOKEN = secrets.token_hex(16)
 CULL_S = 20  # the culler's timeout here: short, so the test can watch it cull
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _missing() -> str | None:
@@ -57,7 +47,7 @@ def hub(tmp_path_factory):
             pytest.fail(why)
         pytest.skip(why)
     tmp = tmp_path_factory.mktemp("hub")
-    port, api_port, hub_port = _free_port(), _free_port(), _free_port()
+    port, api_port, hub_port = free_port(), free_port(), free_port()
     cores = sorted(os.sched_getaffinity(0))[:2]
     (tmp / "test_config.py").write_text(f"""
 c = get_config()
@@ -82,47 +72,19 @@ c.JupyterHub.load_roles.append({{"name": "perflab-test", "services": ["perflab-t
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(Exception):  # refused, or the proxy's 404 until the hub's route is added
-                asyncio.run(_http("GET", f"{base}/hub/api/"))
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the hub did not start: {(tmp / 'hub.log').read_text()[-3000:]}")
-            time.sleep(0.3)
+        wait_for_hub(proc, base, tmp / "hub.log")
         yield {"base": base, "tmp": tmp, "cores": cores, "log": tmp / "hub.log"}
     finally:
-        import psutil
-
-        kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
-        os.killpg(proc.pid, signal.SIGTERM)  # the hub stops the proxy and the servers it spawned
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for k in kids:  # anything the hub left behind, by pid
-            with contextlib.suppress(psutil.Error):
-                k.kill()
+        stop_hub(proc)
         log.close()
-
-
-async def _http(method: str, url: str, body: object = None) -> dict:
-    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-
-    req = HTTPRequest(url, method=method, headers={"Authorization": f"token {TOKEN}"}, request_timeout=30,
-                      body=None if body is None and method == "GET" else json.dumps(body or {}),
-                      allow_nonstandard_methods=True)
-    resp = await AsyncHTTPClient().fetch(req, raise_error=True)
-    return json.loads(resp.body) if resp.body else {}
 
 
 async def _server(base: str, user: str, timeout: float = 45) -> None:
     """Start a learner's server through the hub's REST API and wait until the hub says it is ready."""
-    await _http("POST", f"{base}/hub/api/users/{user}/server")
+    await http("POST", f"{base}/hub/api/users/{user}/server")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        model = await _http("GET", f"{base}/hub/api/users/{user}")
+        model = await http("GET", f"{base}/hub/api/users/{user}")
         if model.get("servers", {}).get("", {}).get("ready"):
             return
         await asyncio.sleep(0.3)
@@ -139,7 +101,7 @@ class Kernel:
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import websocket_connect
 
-        k = await _http("POST", f"{self.base}/user/{self.user}/api/kernels", {"name": "python3"})
+        k = await http("POST", f"{self.base}/user/{self.user}/api/kernels", {"name": "python3"})
         url = f"{self.base.replace('http', 'ws')}/user/{self.user}/api/kernels/{k['id']}/channels"
         self.ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {TOKEN}"}))
         self.session = uuid.uuid4().hex
@@ -206,15 +168,15 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
 
     async def main() -> None:
         # GIVEN two learners whose servers the hub starts through its REST API
-        await _http("POST", f"{base}/hub/api/users", {"usernames": ["ada", "bob"]})
+        await http("POST", f"{base}/hub/api/users", {"usernames": ["ada", "bob"]})
         await asyncio.gather(_server(base, "ada"), _server(base, "bob"))
         ada, bob = await asyncio.gather(Kernel(base, "ada").open(), Kernel(base, "bob").open())
         # AND a third learner on the now full node is told so (the spawner's message, not a 500)
         from tornado.httpclient import HTTPClientError
 
-        await _http("POST", f"{base}/hub/api/users", {"usernames": ["cy"]})
+        await http("POST", f"{base}/hub/api/users", {"usernames": ["cy"]})
         with pytest.raises(HTTPClientError) as full:
-            await _http("POST", f"{base}/hub/api/users/cy/server")
+            await http("POST", f"{base}/hub/api/users/cy/server")
         assert full.value.code == 503, full.value
         said = json.loads(full.value.response.body)["message"]
         assert said.startswith("All 2 seats on this node are taken") and "Ask the workshop's organiser" in said
@@ -259,7 +221,7 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
         culled_after = None
         while culled_after is None and time.monotonic() - t0 < 3 * CULL_S:
             await asyncio.sleep(1)
-            model = await _http("GET", f"{base}/hub/api/users/bob")
+            model = await http("GET", f"{base}/hub/api/users/bob")
             if not model.get("servers"):
                 culled_after = time.monotonic() - t0
         # THEN the culler stops bob's silent server after its timeout …
@@ -270,7 +232,7 @@ def test_two_learners_on_their_own_cores_measure_at_once_and_the_culler_spares_p
         assert not err and "progress run done" in out, (out, err)
         assert time.monotonic() - t0 > CULL_S + 2, "the progress run must outlast the culler's timeout"
         assert ada.comms > 0, "the progress bar sent no updates"
-        model = await _http("GET", f"{base}/hub/api/users/ada")
+        model = await http("GET", f"{base}/hub/api/users/ada")
         assert model["servers"][""]["ready"], "the culler stopped a server that was reporting progress"
 
     try:

@@ -27,8 +27,6 @@ import pwd
 import re
 import secrets
 import shutil
-import signal
-import socket
 import stat
 import string
 import subprocess
@@ -37,17 +35,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hubkit import TOKEN, free_port, http, stop_hub, wait_for_hub
 
 ROOT = Path(__file__).resolve().parents[1]
-TOKEN = secrets.token_hex(16)
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _missing() -> str | None:
@@ -114,16 +106,6 @@ def _remove_user(name: str) -> None:
     subprocess.run(["userdel", "--remove", "--force", name], capture_output=True)
 
 
-async def _http(method: str, url: str, body: object = None) -> dict:
-    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-
-    req = HTTPRequest(url, method=method, headers={"Authorization": f"token {TOKEN}"}, request_timeout=30,
-                      body=None if body is None and method == "GET" else json.dumps(body or {}),
-                      allow_nonstandard_methods=True)
-    resp = await AsyncHTTPClient().fetch(req, raise_error=True)
-    return json.loads(resp.body) if resp.body else {}
-
-
 class Terminal:
     """A learner's JupyterLab terminal, driven over the Jupyter server's terminals websocket through the proxy."""
 
@@ -134,7 +116,7 @@ class Terminal:
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import websocket_connect
 
-        t = await _http("POST", f"{self.base}/user/{self.user}/api/terminals")
+        t = await http("POST", f"{self.base}/user/{self.user}/api/terminals")
         url = f"{self.base.replace('http', 'ws')}/user/{self.user}/terminals/websocket/{t['name']}"
         self.ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {TOKEN}"}))
         return self
@@ -185,7 +167,7 @@ def room(tmp_path_factory):
                                      contact="the test's organiser", profile=profile)
         sheet = {n: pw for n, pw, _done in organiser.add_learners(names, workshop, ROOT / "notebooks")}
         assert all(sheet.values()), sheet
-        port, api_port, hub_port = _free_port(), _free_port(), _free_port()
+        port, api_port, hub_port = free_port(), free_port(), free_port()
         (tmp / "test_config.py").write_text(f"""
 c = get_config()
 load_subconfig({str(config)!r})
@@ -205,34 +187,11 @@ c.JupyterHub.load_roles.append({{"name": "perflab-test", "services": ["perflab-t
         log = stack.enter_context(open(tmp / "hub.log", "w"))
         proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(tmp / "test_config.py")], cwd=tmp,
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        stack.callback(_stop_hub, proc)
+        stack.callback(stop_hub, proc)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(Exception):
-                asyncio.run(_http("GET", f"{base}/hub/api/"))
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the hub did not start: {(tmp / 'hub.log').read_text()[-3000:]}")
-            time.sleep(0.3)
+        wait_for_hub(proc, base, tmp / "hub.log")
         yield {"base": base, "names": names, "sheet": sheet, "cores": cores, "log": tmp / "hub.log",
                "capacity": cap, "tmp": tmp}
-
-
-def _stop_hub(proc: subprocess.Popen) -> None:
-    import psutil
-
-    kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for k in kids:
-        with contextlib.suppress(psutil.Error):
-            k.kill()
 
 
 def _log_in(browser, base: str, name: str, password: str):
