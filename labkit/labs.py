@@ -86,7 +86,7 @@ LABS: tuple[Lab, ...] = (
     Lab("00", "00_method", 'the method',
         readme='tell a real speed-up from noise: warm-up, spread, percentiles, interleaved A/B, one change at a time, a hypothesis written down first, the experiment record',
         index='tell a real speed-up from noise: warm-up, spread, percentiles, interleaved A/B, the hypothesis first, experiment records',
-        charts=3, slot=85, self_paced=(91, 91), optional=5, builds_on='—'),
+        charts=4, slot=85, self_paced=(91, 91), optional=5, builds_on='—'),
     Lab("01", "01_latency_numbers", 'latency numbers, measured here',
         readme="measure the famous table on your machine (caches, syscalls, context switches, disk, loopback), read the ladder, and predict a request's cost with napkin math",
         index="measure the famous latency table on this machine, read the ladder, and predict a request's cost with napkin math",

@@ -214,11 +214,12 @@ def noise_panel(repeat_max: int = 200) -> Panel:
     Python code beside the benchmark, so the two take turns holding the GIL (contention inside one program);
     *programs on every core* starts one spinning process per usable core (what another learner's benchmark on
     a shared node does: the scheduler shares the cores). Neighbour processes stop when the run ends, and on
-    their own within :data:`NEIGHBOUR_MAX_S` seconds if this kernel dies first.
+    their own within :data:`labkit.machine.NEIGHBOUR_MAX_S` seconds if this kernel dies first.
     """
     import ipywidgets as w
 
     from labkit import charts
+    from labkit.measure.machine import NEIGHBOURS, Neighbour
     from labkit.measure.microbench import bench
 
     controls = {
@@ -239,9 +240,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
 
         data = random.Random(0).sample(range(params["n"] * 10), params["n"])
         kind = params["neighbour"]
-        if kind not in _NEIGHBOURS:
-            raise BadInputError(f"neighbour must be one of {', '.join(_NEIGHBOURS)}, got {kind!r}")
-        neighbour = _Neighbour(kind)
+        neighbour = Neighbour(kind)
         chunks: list[BenchResult] = []
         try:
             neighbour.start()
@@ -256,7 +255,7 @@ def noise_panel(repeat_max: int = 200) -> Panel:
             neighbour.stop()
         if not chunks:
             raise LabkitError("cancelled before the first sample: press Run again")
-        name = f"run {next(runs)}: n={params['n']:,} · {_NEIGHBOURS[kind]}"
+        name = f"run {next(runs)}: n={params['n']:,} · {NEIGHBOURS[kind]}"
         return BenchResult(name, tuple(s for c in chunks for s in c.samples_ns), chunks[0].loops,
                            chunks[0].warmup_ns, chunks[-1].warnings, chunks[0].fingerprint)
 
@@ -267,49 +266,3 @@ def noise_panel(repeat_max: int = 200) -> Panel:
                  description="Run it quiet, then with each neighbour: same code, another curve.")
 
 
-#: the neighbours of the noise panel, by control value: what each run is labelled
-_NEIGHBOURS = {"none": "quiet", "thread": "a thread in this process", "processes": "a program on every core"}
-#: a neighbour process exits on its own after this long (or as soon as its parent is gone)
-NEIGHBOUR_MAX_S = 120
-
-_SPIN = ("import os, sys, time\n"
-         "parent, end = os.getppid(), time.monotonic() + float(sys.argv[1])\n"
-         "while time.monotonic() < end and os.getppid() == parent:\n"
-         "    sum(range(10_000))\n")
-
-
-class _Neighbour:
-    """Busy work beside a measurement: nothing, a spinning thread here, or a spinning process per usable core."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._procs: list[Any] = []
-
-    def start(self) -> None:
-        if self.kind == "thread":
-            def spin() -> None:
-                while not self._stop.is_set():
-                    sum(range(1000))
-
-            self._thread = threading.Thread(target=spin, daemon=True, name="noise-panel neighbour")
-            self._thread.start()
-        elif self.kind == "processes":
-            import subprocess
-            import sys
-
-            from labkit.measure.machine import usable_cpus
-
-            cores = len(usable_cpus())
-            self._procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(NEIGHBOUR_MAX_S)])
-                           for _ in range(cores)]
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        for p in self._procs:
-            p.kill()
-        for p in self._procs:
-            p.wait()

@@ -26,3 +26,30 @@ def test_cpu_watch_counts_this_process_and_the_rest_of_the_machine():
     assert use["others_cores"] >= 0 and use["steal_cores"] >= 0 and use["cores"] >= 1
     if "cpu_pressure" in use:
         assert 0 <= use["cpu_pressure"] <= 1
+
+
+def test_a_neighbour_of_programs_spins_one_per_usable_core_while_the_block_runs_and_is_gone_after():
+    import time
+
+    import psutil
+    import pytest
+
+    from labkit.errors import BadInputError
+    from labkit.measure.machine import Neighbour, usable_cpus
+
+    me = psutil.Process()
+    before = {p.pid for p in me.children()}
+    with Neighbour("processes"):
+        spinning = [p for p in me.children() if p.pid not in before]
+        assert len(spinning) == len(usable_cpus())
+        t0 = [p.cpu_times().user for p in spinning]
+        time.sleep(0.3)
+        assert all(p.cpu_times().user > u for p, u in zip(spinning, t0, strict=True))  # spinning, not waiting
+    assert {p.pid for p in me.children()} <= before
+    with Neighbour("thread") as n:
+        assert n._thread is not None and n._thread.is_alive()
+    assert n._thread is None
+    with Neighbour("none"):
+        assert {p.pid for p in me.children()} <= before
+    with pytest.raises(BadInputError, match="must be one of 'none', 'thread', 'processes'"):
+        Neighbour("noisy")

@@ -3,7 +3,8 @@
 A number means little without knowing where it was measured; two results are comparable only when their
 fingerprints agree on the static part (CPU, cores, Python, packages). :func:`fingerprint` is saved beside
 every result; :class:`CpuWatch` says whether other programs shared the CPUs during a run; :func:`usable_cpus`
-and :func:`pinned` are what a measurement needs to place a thread on one core.
+and :func:`pinned` are what a measurement needs to place a thread on one core; :class:`Neighbour` is busy work
+beside a measurement (a thread here, or a program on every core), for the labs that show what noise does.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fingerprint", "CpuWatch", "usable_cpus", "pinned"]
+__all__ = ["fingerprint", "CpuWatch", "usable_cpus", "pinned", "Neighbour", "NEIGHBOURS"]
 
 _PACKAGES = ("labkit", "numpy", "pandas", "scipy", "altair", "numba", "orjson", "msgpack", "starlette",
              "uvicorn", "uvloop", "memray", "py-spy")
@@ -217,3 +219,74 @@ def usable_cpus() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
+
+
+#: the kinds of :class:`Neighbour`, and what each is: a run's label
+NEIGHBOURS = {"none": "quiet", "thread": "a thread in this process", "processes": "a program on every core"}
+#: a neighbour process exits on its own after this long (or as soon as its parent is gone)
+NEIGHBOUR_MAX_S = 120
+
+_SPIN = ("import os, sys, time\n"
+         "parent, end = os.getppid(), time.monotonic() + float(sys.argv[1])\n"
+         "print(flush=True)\n"
+         "while time.monotonic() < end and os.getppid() == parent:\n"
+         "    sum(range(10_000))\n")
+
+
+class Neighbour:
+    """Busy work beside a measurement, started and stopped around a block (``with Neighbour("processes"):``).
+
+    Two different things a learner meets: ``"thread"`` spins Python code in *this* process, so the two take
+    turns holding the interpreter lock (contention inside one program: it strikes in bursts, at each hand-over
+    of the lock); ``"processes"`` starts one spinning program per usable core, what another learner's benchmark
+    on a shared node or a video call does — the scheduler shares the cores the whole time. ``"none"`` does
+    nothing. :meth:`start` returns once the neighbours spin; a neighbour process exits on its own within
+    :data:`NEIGHBOUR_MAX_S` seconds if this process dies first.
+    """
+
+    def __init__(self, kind: str) -> None:
+        from labkit.errors import BadInputError
+
+        if kind not in NEIGHBOURS:
+            raise BadInputError(f"a neighbour must be one of {', '.join(map(repr, NEIGHBOURS))}, got {kind!r}")
+        self.kind = kind
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._procs: list[subprocess.Popen] = []
+
+    def start(self) -> Neighbour:
+        self._stop.clear()
+        if self.kind == "thread":
+            def spin() -> None:
+                while not self._stop.is_set():
+                    sum(range(1000))
+
+            self._thread = threading.Thread(target=spin, daemon=True, name="labkit neighbour")
+            self._thread.start()
+        elif self.kind == "processes":
+            self._procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(NEIGHBOUR_MAX_S)],
+                                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                           for _ in usable_cpus()]
+            for p in self._procs:  # each prints one line, then spins: started means spinning
+                assert p.stdout is not None
+                p.stdout.readline()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        for p in self._procs:
+            p.kill()
+        for p in self._procs:
+            p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
+        self._procs = []
+
+    def __enter__(self) -> Neighbour:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

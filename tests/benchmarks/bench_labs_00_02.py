@@ -14,11 +14,11 @@ import argparse
 import math
 import random
 import statistics
-import threading
 import time
 from collections.abc import Callable
 
 import labkit
+from labkit.measure.machine import Neighbour
 from labkit.measure.stats import format_duration as fmt
 
 
@@ -44,36 +44,31 @@ def lab00(times: int) -> None:
             s += part
         return s
 
-    ab, scaling, join_vs, busy, clock = [], [], [], [], []
+    ab, scaling, join_vs, clock = [], [], [], []
+    noise: dict[tuple[str, str], list[float]] = {}
     for _ in range(times):
         ab.append(labkit.compare(total, total_map, data, rounds=20, progress=False).ratio)
         quarter = pieces[: n // 4]
         scaling.append(labkit.compare(lambda: concat(quarter), lambda: concat(pieces), rounds=20, progress=False).ratio)  # noqa: B023
         join_vs.append(labkit.compare(concat, lambda p: "".join(p), pieces, rounds=20, progress=False).ratio)
-        busy_now, done = threading.Event(), threading.Event()
-
-        def neighbour(busy_now=busy_now, done=done):
-            while not done.is_set():
-                if busy_now.wait(0.01):
-                    sum(range(1000))
-        spinner = threading.Thread(target=neighbour, daemon=True)
-        spinner.start()
-        q, b = [], []
-        loops = labkit.bench(total, data, repeat=5).loops
-        for _ in range(6):
-            q += labkit.bench(total, data, repeat=5, loops=loops).samples_ns
-            busy_now.set()
-            b += labkit.bench(total, data, repeat=5, loops=loops).samples_ns
-            busy_now.clear()
-        done.set()
-        spinner.join()
-        busy.append(statistics.median(b) / statistics.median(q))
+        short = labkit.bench(total, data, repeat=5)
+        lengths = {"short": short.loops, "long": max(short.loops, round(20e6 / short.median_ns))}
+        runs: dict[tuple[str, str], list[float]] = {(n, k): [] for n in lengths for k in ("none", "thread", "processes")}
+        for _ in range(6):  # lab 00 section 3: every condition in turn, block by block
+            for (length, kind), samples in runs.items():
+                with Neighbour(kind):
+                    samples += labkit.bench(total, data, repeat=5, loops=lengths[length]).samples_ns
+        for (length, kind), samples in runs.items():
+            if kind != "none":
+                noise.setdefault((length, kind), []).append(statistics.median(samples)
+                                                            / statistics.median(runs[length, "none"]))
         clock.append(labkit.bench(time.perf_counter_ns, repeat=30).median_ns)
     print("lab 00")
     print(f"  total_map / total (compare ratio)          {span(ab)}")
     print(f"  += on N / on N/4 pieces (N = {n:,})        {span(scaling)}  → exponent {span([math.log(r, 4) for r in scaling])}")
     print(f"  join / += on N pieces                      {span(join_vs)}")
-    print(f"  busy / quiet median (interleaved blocks)   {span(busy)}")
+    for (length, kind), ratios in noise.items():
+        print(f"  median beside {kind:<9} / quiet, {length:<5} samples {span(ratios)}")
     print(f"  one perf_counter_ns() read                 {span(clock, fmt)}")
 
 
