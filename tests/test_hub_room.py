@@ -32,6 +32,7 @@ import string
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,20 @@ class Terminal:
                 self.out += rest[0]
 
 
+#: each step of the organiser's walk and how long it took here, in order (printed at the end of the test: run
+#: it with ``pytest -s`` to see them; docs/workshop.md quotes them)
+STEPS: dict[str, float] = {}
+
+
+@contextlib.contextmanager
+def _step(name: str) -> Iterator[None]:
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        STEPS[name] = time.monotonic() - t0
+
+
 @pytest.fixture(scope="module")
 def room(tmp_path_factory):
     why = _missing()
@@ -163,9 +178,11 @@ def room(tmp_path_factory):
         for n in names:
             stack.callback(_remove_user, n)
         # the organiser's two commands, as `labkit workshop init` and `add-learners` run them
-        config, cap = organiser.init(workshop, admin=names[0], per_learner=1, cores=cores,
-                                     contact="the test's organiser", profile=profile)
-        sheet = {n: pw for n, pw, _done in organiser.add_learners(names, workshop, ROOT / "notebooks")}
+        with _step("labkit workshop init"):
+            config, cap = organiser.init(workshop, admin=names[0], per_learner=1, cores=cores,
+                                         contact="the test's organiser", profile=profile)
+        with _step("labkit workshop add-learners (3 learners)"):
+            sheet = {n: pw for n, pw, _done in organiser.add_learners(names, workshop, ROOT / "notebooks")}
         assert all(sheet.values()), sheet
         port, api_port, hub_port = free_port(), free_port(), free_port()
         (tmp / "test_config.py").write_text(f"""
@@ -189,7 +206,8 @@ c.JupyterHub.load_roles.append({{"name": "perflab-test", "services": ["perflab-t
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         stack.callback(stop_hub, proc)
         base = f"http://127.0.0.1:{port}"
-        wait_for_hub(proc, base, tmp / "hub.log")
+        with _step("jupyterhub starts (to its API answering)"):
+            wait_for_hub(proc, base, tmp / "hub.log")
         yield {"base": base, "names": names, "sheet": sheet, "cores": cores, "log": tmp / "hub.log",
                "capacity": cap, "tmp": tmp}
 
@@ -223,18 +241,21 @@ def test_learners_log_in_get_their_own_cores_run_a_lab_and_the_full_node_says_so
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
         try:
             # a wrong password is told apart from a server problem
-            context, page = _log_in(browser, base, ada, "not-" + sheet[ada])
-            page.wait_for_selector("text=Invalid username or password", timeout=20_000)
-            context.close()
-            # the two learners with the sheet's passwords land in their labs (the spawn page, then JupyterLab)
-            for name in (ada, bob):
-                context, page = _log_in(browser, base, name, sheet[name])
-                page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=90_000)
-                page.wait_for_selector(".jp-LabShell", timeout=60_000)
+            with _step("a wrong password is refused"):
+                context, page = _log_in(browser, base, ada, "not-" + sheet[ada])
+                page.wait_for_selector("text=Invalid username or password", timeout=20_000)
                 context.close()
+            # the two learners with the sheet's passwords land in their labs (the spawn page, then JupyterLab)
+            for i, name in enumerate((ada, bob), 1):
+                with _step(f"learner {i} logs in and lands in JupyterLab (their server spawned)"):
+                    context, page = _log_in(browser, base, name, sheet[name])
+                    page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=90_000)
+                    page.wait_for_selector(".jp-LabShell", timeout=60_000)
+                    context.close()
             # the third finds the node full: the spawner's message, not "500 : Unhandled error"
-            context, page = _log_in(browser, base, cyd, sheet[cyd])
-            page.wait_for_selector("text=seats on this node are taken", timeout=60_000)
+            with _step("learner 3 logs in and is told the seats are taken"):
+                context, page = _log_in(browser, base, cyd, sheet[cyd])
+                page.wait_for_selector("text=seats on this node are taken", timeout=60_000)
             text = page.inner_text("body")
             assert "the test's organiser" in text and "500" not in text.split("seats")[0][-200:], text
             context.close()
@@ -248,9 +269,13 @@ def test_learners_log_in_get_their_own_cores_run_a_lab_and_the_full_node_says_so
 
     async def in_terminals() -> dict[str, tuple[tuple[int, str], tuple[int, str]]]:
         terms = {n: await Terminal(base, n).open() for n in (ada, bob)}
-        doctor = {n: await t.run("labkit doctor --hub", timeout=60) for n, t in terms.items()}
+        doctor = {}
+        for n, t in terms.items():
+            with _step(f"labkit doctor --hub in a learner's terminal ({n})"):
+                doctor[n] = await t.run("labkit doctor --hub", timeout=60)
         lab = "cd ~/perflab && python -m papermill 02_nplusone.ipynb 02_ran.ipynb -p QUICK True --no-progress-bar > ~/lab02.log 2>&1"
-        ran = await asyncio.gather(*(t.run(lab, timeout=200) for t in terms.values()))
+        with _step("lab 02 QUICK, both learners at once"):
+            ran = await asyncio.gather(*(t.run(lab, timeout=200) for t in terms.values()))
         return {n: (doctor[n], r) for n, r in zip(terms, ran, strict=True)}
 
     results = asyncio.run(in_terminals())
@@ -271,9 +296,13 @@ def test_learners_log_in_get_their_own_cores_run_a_lab_and_the_full_node_says_so
     # the organiser's view of the room: both learners' records, from their homes
     page = room["tmp"] / "room.html"
     homes = sorted({str(Path(pwd.getpwnam(n).pw_dir).parent) for n in (ada, bob)})
-    out = subprocess.run([sys.executable, "-m", "labkit", "room", "collect", *homes, "--names", "--out", str(page)],
-                         capture_output=True, text=True, timeout=60)
+    with _step("labkit room collect over the homes"):
+        out = subprocess.run([sys.executable, "-m", "labkit", "room", "collect", *homes, "--names", "--out",
+                              str(page)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert " 0 file(s) skipped" in out.stdout, out.stdout   # the handout's own manifest is not a stray file
     html = page.read_text()
     assert ada in html and bob in html, out.stdout
+    print("\nthe organiser's walk, step by step (s):")
+    for name, took in STEPS.items():
+        print(f"  {took:6.1f}  {name}")
