@@ -37,6 +37,9 @@ def test_each_lab_has_its_grader_notes_and_test(x):
     notes = ROOT / x.notes
     assert notes.is_file(), f"{x.notes} is missing (labkit new-lab writes its skeleton)"
     assert re.match(rf"# Instructor notes — Lab {x.number}\b", notes.read_text()), f"{x.notes}: first line"
+    versions = notes.read_text().partition("\n## Python versions\n")[2]
+    assert re.search(r"3\.11\.\d", versions) and "3.12–3.14" in versions, \
+        f"{x.notes}: a '## Python versions' section says which CPython its ranges were measured on, and what differs on 3.12–3.14"
     test = ROOT / x.test
     assert test.is_file() and "GRADER_CASES" in test.read_text(), f"{x.test} must declare GRADER_CASES"
     assert x.charts >= 1 and 0 < x.quick_budget_s <= 90 and x.slot > 0

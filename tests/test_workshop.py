@@ -101,8 +101,10 @@ def test_binder_is_what_repo2docker_reads_and_mirrors_environment_yml():
     ours, theirs = (_deps((p / "environment.yml").read_text()) for p in (ROOT, binder))
     pin = HUB_PIN.search((binder / "environment.yml").read_text())
     assert pin, "binder/environment.yml must pin jupyterhub at the hub's version (jupyterhub==X.Y.Z)"
-    assert [d for d in theirs if not d.startswith("jupyterhub==")] == [d for d in ours if not d.startswith(
-        "jupyterhub>")], "binder/environment.yml is environment.yml with jupyterhub pinned: copy the change over"
+    assert "python=3.11" in theirs, "binder/environment.yml pins the Python the instructor notes' ranges hold for"
+    assert [d for d in theirs if not d.startswith(("jupyterhub==", "python="))] == [
+        d for d in ours if not d.startswith(("jupyterhub>", "python>"))], \
+        "binder/environment.yml is environment.yml with jupyterhub and python pinned: copy the change over"
     assert f"jupyterhub=={pin.group(1)}" in (ROOT / "docs" / "workshop.md").read_text()
 
 

@@ -38,7 +38,10 @@ class NewLab:
 
 
 def _fill(template: str, number: str, title: str) -> str:
-    return (_TEMPLATES / template).read_text(encoding="utf-8").replace("{{NN}}", number).replace("{{TITLE}}", title)
+    import platform
+
+    text = (_TEMPLATES / template).read_text(encoding="utf-8")
+    return text.replace("{{NN}}", number).replace("{{TITLE}}", title).replace("{{PYTHON}}", platform.python_version())
 
 
 def _notebook(text: str) -> str:
