@@ -697,15 +697,35 @@ def test_a_query_sent_while_a_loop_fetches_its_next_item_is_the_iterables_load(i
     assert shape.count == 6 and not shape.suspect and all(q.fetch for q in w.report.queries)
 
 
-def test_report_files_of_version_1_still_load(tmp_path: Path) -> None:
+def test_report_files_of_versions_1_and_2_still_load(tmp_path: Path) -> None:
     conn = make_db()
     with watch(conn) as w:
         export_naive(conn)
     data = w.report.to_dict()
-    assert data["version"] == 2 and data["queries"][1]["caller"]
+    assert data["version"] == 3 and data["queries"][1]["caller"] and data["queries"][1]["site_at"]
+    for q in data["queries"]:
+        del q["site_at"], q["caller_at"]
+    data["version"] = 2
+    old = Report.from_dict(data)
+    assert old.queries[1].site_at == "" and old.suspects[0].count == 12  # grouped by line, as version 2 did
     for q in data["queries"]:
         del q["caller"], q["fetch"]
     data["version"] = 1
     old = Report.from_dict(data)
     assert old.queries[1].caller == "" and not old.queries[1].fetch
     assert old.suspects[0].count == 12  # the loop's one line, one (unknown) caller
+
+
+def test_a_chain_of_two_lookups_on_one_line_is_two_places_and_a_loop_is_one() -> None:
+    # GIVEN one line that runs the same query twice as a chain, and one that runs it twice in a comprehension
+    conn = make_db()
+
+    def name(pid: int) -> int:
+        return conn.execute("SELECT id FROM orders WHERE id = ?", (pid,)).fetchone()[0]
+
+    with watch(conn) as w:
+        _ = name(name(1))                      # two calls of one function, two expressions: not a loop
+    assert w.report.clean, str(w.report)
+    with watch(conn) as w:
+        _ = [name(p) for p in (1, 2)]          # one expression run twice
+    assert [s.repeats for s in w.report.suspects] == [2], str(w.report)

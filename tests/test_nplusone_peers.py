@@ -67,11 +67,35 @@ class Post(models.Model):
         app_label = "peers"
 
 
+class Node(models.Model):
+    """django-zeal's model with a custom equality that reads a relation (its tests/test_util.py): comparing two
+    nodes compares their parents, so one comparison walks up the tree."""
+
+    name = models.TextField()
+    parent = models.ForeignKey("self", null=True, on_delete=models.CASCADE, related_name="children")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        mine = self.parent
+        theirs = other.parent
+        return mine == theirs and self.name == other.name
+
+    __hash__ = models.Model.__hash__
+
+    class Meta:
+        app_label = "peers"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def shop() -> None:
     with connection.schema_editor() as editor:
-        for model in (User, Profile, Post):
+        for model in (User, Profile, Post, Node):
             editor.create_model(model)
+    root = Node.objects.create(name="root")
+    middle = Node.objects.create(name="middle", parent=root)
+    for _ in range(2):
+        Node.objects.create(name="leaf", parent=middle)
     users = [User.objects.create(username=f"u{i}") for i in range(4)]
     for i, user in enumerate(users):
         Post.objects.create(author=user, text=f"post {i}")
@@ -290,6 +314,16 @@ def _prefetch_one(user: User) -> None:
 def prefetch_helper_called_from_two_lines() -> None:
     _prefetch_one(User.objects.get(pk=1))
     _prefetch_one(User.objects.get(pk=2))
+
+
+# --- a custom __eq__ that walks relations (django-zeal's nested-relation test) -------------------------------
+@django_case(zeal=False)
+def nested_relation_through_custom_equality() -> None:
+    leaf_1 = Node.objects.filter(name="leaf").order_by("pk").first()
+    leaf_2 = Node.objects.filter(name="leaf").order_by("-pk").first()
+    assert leaf_1 == leaf_2 and leaf_1.parent == leaf_2.parent   # each parent, then each grandparent, once
+    leaf = Node.objects.filter(name="leaf").first()
+    _ = leaf.parent.parent                                        # one relation, then the next: a chain, not a loop
 
 
 # the one scenario where labkit and zeal are expected to differ (labkit counts the query, zeal the relation)

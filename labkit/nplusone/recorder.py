@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from labkit.clock import Clock
 from labkit.errors import BadInputError
 from labkit.nplusone.report import DEFAULT_THRESHOLD, Query, Report, shape_of
-from labkit.nplusone.sites import format_site, is_loop_fetch, skip_cache
+from labkit.nplusone.sites import expression_of, format_site, is_loop_fetch, skip_cache
 from labkit.nplusone.taps import DUR, REC, Sink, Tap
 from labkit.nplusone.targets import release, tap_for
 
@@ -37,7 +37,8 @@ def _queries(buf: list[Any], durations: list[int], t0: int) -> tuple[Query, ...]
             statement, params = f"{params} {statement}", None  # params held the method
         out.append(Query(kind, target, statement, _params_repr(params), shape_of(kind, statement), start - t0,
                          dur, format_site(code, lasti), timing, format_site(pcode, plasti) if pcode else "",
-                         is_loop_fetch(code, lasti)))
+                         is_loop_fetch(code, lasti), expression_of(code, lasti),
+                         expression_of(pcode, plasti) if pcode else ""))
     return tuple(out)
 
 
@@ -159,8 +160,9 @@ def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", sk
         A ``Watch``; its ``.report`` holds the ``Report`` once the block ends.
 
     What is a suspect (an N+1): a shape sent more than *threshold* times from **one calling line** — the same
-    line, called from the same line — one item at a time. The same SQL sent from two lines is two places, not
-    one loop; a load that carries a list of two or more ids (``IN (…)``, ``?ids=…``), or that a ``for`` loop
+    expression of that line, called from the same expression of the same line — one item at a time. The same
+    SQL sent from two lines is two places, not one loop, and so is a chain on one line
+    (``node.parent.parent``: each relation once, as django-zeal counts it); a load that carries a list of two or more ids (``IN (…)``, ``?ids=…``), or that a ``for`` loop
     sends while fetching its next item (a chunked iterator's prefetch), is a batch, whatever its chunk size.
 
     Every query made through a target while the block runs is recorded, from any thread (a target shared by

@@ -80,6 +80,9 @@ class Query(NamedTuple):
         caller: ``file:line`` of the frame that called *site*'s function ("" when none).
         fetch: *site* was a ``for`` loop fetching its next item: the query is the iterable's own (chunked)
             load, not the loop body's.
+        site_at, caller_at: the expression of *site* and of *caller* on their lines, as columns ``"start-end"``
+            ("" when not known, as in files saved before version 3): a repeat is the same *expression* run
+            again, so ``node.parent.parent`` — two relations on one line — is two places, not a loop of two.
     """
 
     kind: str
@@ -93,6 +96,8 @@ class Query(NamedTuple):
     timing: str
     caller: str = ""
     fetch: bool = False
+    site_at: str = ""
+    caller_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,7 @@ class Report(Saveable):
     """
 
     KIND = "labkit.nplusone.report"
-    VERSION = 2  # 2: each query's caller and fetch (version 1 files load with "" and False)
+    VERSION = 3  # 2: each query's caller and fetch (version 1 files load with "" and False); 3: their instructions
 
     queries: tuple[Query, ...]
     wall_ns: int
@@ -171,15 +176,16 @@ class Report(Saveable):
         return queries
 
     @functools.cached_property
-    def _groups(self) -> dict[tuple[str, str, str], list[int]]:
-        """Queries (their indices) by shape, calling line and caller: one group per place a shape is sent from."""
-        groups: dict[tuple[str, str, str], list[int]] = {}
+    def _groups(self) -> dict[tuple[str, str, str, str, str], list[int]]:
+        """Queries (their indices) by shape, calling expression and caller's: one group per place a shape is sent
+        from (two expressions on one line are two places)."""
+        groups: dict[tuple[str, str, str, str, str], list[int]] = {}
         for i, q in enumerate(self.queries):
-            groups.setdefault((q.shape, q.site, q.caller), []).append(i)
+            groups.setdefault((q.shape, q.site, q.caller, q.site_at, q.caller_at), []).append(i)
         return groups
 
     @functools.cached_property
-    def _repeats(self) -> dict[tuple[str, str, str], int]:
+    def _repeats(self) -> dict[tuple[str, str, str, str, str], int]:
         """Per group, how many of its queries were sent one item at a time (0 for a batched load)."""
         queries = self.queries
         out = {}
@@ -207,7 +213,7 @@ class Report(Saveable):
             total[q.shape] += q.duration_ns
             sites.setdefault(q.shape, Counter())[q.site] += 1
             kinds[q.shape] = q.kind
-        for (shape, site, _caller), n in self._repeats.items():
+        for (shape, site, *_where), n in self._repeats.items():
             line = worst.setdefault(shape, Counter())
             line[site] = max(line[site], n)
         stats = []
