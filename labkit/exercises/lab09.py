@@ -170,7 +170,8 @@ class _Reference:
 EXERCISE = Exercise(
     "Lab 09 — the points ledger without its lock on the hot path",
     hints=("Read baseline.add (labkit.exercises.lab09.baseline): how long is the lock held, and which part of that "
-           "time needs it? Price it with section 4's model: a lock held for one audit write, by 8 threads at once.",
+           "time needs it? Price it with section 4's closed-loop napkin: about 8 callers at once, each holding the "
+           "lock for one audit write, then pausing as long.",
            "Two things must stay true: no two adds of one customer may read the same balance (that is a lost "
            "update), and every add writes its own line. Only the first needs the lock; the write needs the new "
            "balance, not the lock.",
