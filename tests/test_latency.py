@@ -256,3 +256,21 @@ def test_the_text_table_keeps_its_columns_under_a_label_longer_than_the_default_
     end = head.index("median") + len("median")  # the median column is right-aligned under its header
     assert short[:end].endswith("1 ns") and longer[:end].endswith("2.05 µs")
     assert longer.startswith(long + " ")
+
+
+def test_where_threads_cannot_be_pinned_the_rows_say_so_instead_of_claiming_a_core(monkeypatch):
+    # GIVEN a platform without CPU affinity (macOS, Windows): os.sched_setaffinity is absent
+    from labkit.latency import concurrency, osprobes
+    from labkit.measure.machine import UNPINNED, can_pin
+
+    monkeypatch.delattr(os, "sched_setaffinity")
+    assert not can_pin()
+    # THEN the same-core hand-off is not measured (it cannot be arranged) and the other row says it is unpinned
+    same, other = osprobes.context_switch(quick=True, rounds=50)
+    assert not same.available and UNPINNED in same.note
+    assert other.available and UNPINNED in other.note and "unpinned" in other.label
+    # AND a one-thread probe and a two-thread hand-off carry the note with their samples
+    (chase,) = memory.pointer_chase([64 * 1024], quick=True, repeats=3, sample_ns=2e4)
+    assert chase.available and chase.note == UNPINNED
+    lock = concurrency.lock_contended(quick=True, rounds=50)
+    assert lock.available and UNPINNED in (lock.note or "")

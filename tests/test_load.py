@@ -246,6 +246,16 @@ def test_progress_bar_and_pinning(server, capsys):
     assert os.sched_getaffinity(0) != {cpu} or len(os.sched_getaffinity(0)) == 1  # only the generator was pinned
 
 
+def test_pinning_where_the_platform_cannot_is_refused_saying_what_to_do(server, monkeypatch):
+    import os
+
+    from labkit.errors import BadInputError
+
+    monkeypatch.delattr(os, "sched_setaffinity")  # macOS, Windows
+    with pytest.raises(BadInputError, match="this platform does not have .*leave cpus out"):
+        run(server.url + "/ok", rate=200, duration_s=0.3, cpus={0})
+
+
 def test_a_background_load_runs_while_the_caller_measures_and_stops_when_told(server):
     import time
 

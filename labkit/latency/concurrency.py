@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from labkit.latency._harness import Samples, method_of, pipe_pair, run_pair, time_each, unavailable
-from labkit.measure.machine import pinned, usable_cpus
+from labkit.measure.machine import UNPINNED, can_pin, pinned, usable_cpus
 
 __all__ = ["lock_contended", "gil_handoff", "asyncio_switch", "thread_start", "process_start"]
 
@@ -33,6 +33,8 @@ _clock: Callable[[], int] = time.perf_counter_ns
 
 def _two_cores() -> tuple[int | None, int | None, str | None]:
     """The CPUs the two threads of a hand-off pin to, and a note when there is no second core."""
+    if not can_pin():
+        return None, None, f"{UNPINNED}: the two threads ran wherever the scheduler put them"
     cpus = usable_cpus()
     if len(cpus) >= 2:
         return cpus[0], cpus[1], None
@@ -229,10 +231,10 @@ def thread_start(*, quick: bool = False, repeats: int | None = None) -> Samples:
     """
     repeats = repeats or (100 if quick else 400)
     cpu = usable_cpus()[0]
-    with pinned({cpu}):
+    with pinned({cpu}) as on_core:
         samples = time_each(_start_and_join, repeats, warmup=10)
     return Samples("thread_start", "thread start + join (empty function, one core)", "concurrency", samples,
-                   method_of(thread_start), None, {"repeats": repeats, "cpus": [cpu]})
+                   method_of(thread_start), None if on_core else UNPINNED, {"repeats": repeats, "cpus": [cpu]})
 
 
 _CHILD_LINE = "import time; w.send_bytes(time.clock_gettime_ns(time.CLOCK_MONOTONIC).to_bytes(8, 'little'))"

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from labkit.latency._harness import Samples, method_of, unavailable
-from labkit.measure.machine import pinned, usable_cpus
+from labkit.measure.machine import UNPINNED, pinned, usable_cpus
 from labkit.measure.stats import format_bytes
 
 __all__ = ["pointer_chase", "cache_rows", "branch_mispredict", "seq_read_bandwidth", "chase_sizes",
@@ -161,7 +161,7 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
     sample_ns = sample_ns or (2e5 if quick else 3e5)
     out = []
     thp = thp_mode()
-    with pinned({usable_cpus()[0]}):
+    with pinned({usable_cpus()[0]}) as on_core:
         for size in sizes:
             a = k["build"](max(2, size // LINE), LINE // 8, seed)
             steps, p = chase_steps(k["chase"], a, sample_ns)
@@ -173,7 +173,8 @@ def pointer_chase(sizes: list[int] | None = None, *, quick: bool = False, repeat
             del a
             out.append(Samples(f"chase_{format_bytes(size).replace(' ', '')}",
                                f"dependent load, {format_bytes(size)} working set", "cpu", tuple(samples),
-                               method, None, {"working_set_bytes": size, "steps": steps, "thp": thp}))
+                               method, None if on_core else UNPINNED,
+                               {"working_set_bytes": size, "steps": steps, "thp": thp}))
     return tuple(out)
 
 
@@ -244,7 +245,7 @@ def branch_mispredict(*, quick: bool = False, n: int | None = None, repeats: int
     ordered = np.sort(shuffled)
     out = np.empty(n, np.int64)
     samples, per_sorted, per_shuffled = [], [], []
-    with pinned({usable_cpus()[0]}):
+    with pinned({usable_cpus()[0]}) as on_core:
         k["filter"](ordered, 128, out)
         k["filter"](shuffled, 128, out)
         for _ in range(repeats):
@@ -263,7 +264,8 @@ def branch_mispredict(*, quick: bool = False, n: int | None = None, repeats: int
         return unavailable("branch_mispredict", "branch mispredict", "cpu",
                            "sorted and shuffled data cost the same: the compiler made this loop branchless, "
                            "so no mispredict is visible to measure", method, **extra)
-    return Samples("branch_mispredict", "branch mispredict", "cpu", tuple(samples), method, None, extra)
+    return Samples("branch_mispredict", "branch mispredict", "cpu", tuple(samples), method,
+                   None if on_core else UNPINNED, extra)
 
 
 def seq_read_bandwidth(*, quick: bool = False, nbytes: int | None = None,
@@ -288,7 +290,7 @@ def seq_read_bandwidth(*, quick: bool = False, nbytes: int | None = None,
         note = (f"numba is not importable ({e}): measured with numpy's sum instead, which may be "
                 "compute-bound below the memory's speed; install numba for the real figure")
     samples, gbs = [], []
-    with pinned({usable_cpus()[0]}):
+    with pinned({usable_cpus()[0]}) as on_core:
         summer(buf)
         for _ in range(repeats):
             t0 = time.perf_counter_ns()
@@ -297,5 +299,7 @@ def seq_read_bandwidth(*, quick: bool = False, nbytes: int | None = None,
             samples.append(dt * MiB / nbytes)
             gbs.append(nbytes / dt)
     del buf
+    if not on_core:
+        note = f"{note}; {UNPINNED}" if note else UNPINNED
     return Samples("mem_seq_read_1mb", "read 1 MiB sequentially from memory", "cpu", tuple(samples),
                    method, note, {"gb_per_s": float(np.median(gbs)), "buffer_bytes": nbytes})

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from labkit.latency._harness import Samples, method_of, pipe_pair, python_cost, run_pair, unavailable
-from labkit.measure.machine import usable_cpus
+from labkit.measure.machine import UNPINNED, can_pin, usable_cpus
 
 __all__ = ["syscall", "lock_uncontended", "context_switch", "page_fault"]
 
@@ -84,6 +84,11 @@ def context_switch(*, quick: bool = False, rounds: int | None = None) -> tuple[S
     method = method_of(context_switch)
     rounds = rounds or (1000 if quick else 3000)
     cpus = usable_cpus()
+    if not can_pin():  # the same core and another core cannot be chosen: one unpinned row, said so
+        return (unavailable("context_switch_pinned", "thread hand-off, same core (context switch)", "os",
+                            f"{UNPINNED}: no same-core row (the row below is unpinned)", method),
+                Samples("context_switch_cross", "thread hand-off, unpinned (the scheduler's choice of cores)", "os",
+                        _ping_pong(None, None, rounds, 100), method, UNPINNED, {"cpus": None}))
     out = [Samples("context_switch_pinned", "thread hand-off, same core (context switch)", "os",
                    _ping_pong(cpus[0], cpus[0], rounds, 100), method, None, {"cpus": [cpus[0]]})]
     if len(cpus) < 2:

@@ -15,7 +15,7 @@ from labkit.errors import BadInputError
 from labkit.load._engine import Engine, RawRun
 from labkit.load._options import PathPicker, Settings, make_picker, make_settings, parse_target
 from labkit.load.result import LoadResult
-from labkit.measure.machine import CpuWatch
+from labkit.measure.machine import CpuWatch, can_pin
 from labkit.progress import new_bar, show_progress
 
 __all__ = ["run", "run_async", "prepare", "build_result"]
@@ -218,6 +218,9 @@ def run(
                      arrivals=arrivals, seed=seed)
     if cpus is not None:
         cpus = set(cpus)
+        if not can_pin():
+            raise BadInputError(f"cpus={sorted(cpus)} pins the generator's thread with os.sched_setaffinity, which "
+                                "this platform does not have (macOS, Windows): leave cpus out")
         if not cpus or not cpus <= os.sched_getaffinity(0):
             raise BadInputError(f"cpus={sorted(cpus)} must be a non-empty subset of the usable CPUs "
                                 f"{sorted(os.sched_getaffinity(0))}")

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fingerprint", "CpuWatch", "usable_cpus", "pinned", "Neighbour", "NEIGHBOURS"]
+__all__ = ["fingerprint", "CpuWatch", "usable_cpus", "pinned", "can_pin", "UNPINNED", "Neighbour", "NEIGHBOURS"]
 
 _PACKAGES = ("labkit", "numpy", "pandas", "scipy", "altair", "numba", "orjson", "msgpack", "starlette",
              "uvicorn", "uvloop", "memray", "py-spy")
@@ -212,6 +212,16 @@ def pinned(cpus: set[int] | None) -> Iterator[bool]:
         yield True
     finally:
         os.sched_setaffinity(0, old)
+
+
+#: what a measurement that wanted its thread on one core says where it could not pin it
+UNPINNED = ("not pinned: this platform cannot pin a thread to a core (no os.sched_setaffinity: macOS, Windows), "
+            "so the scheduler may move it between samples")
+
+
+def can_pin() -> bool:
+    """Whether this platform can pin a thread to chosen cores (Linux's ``os.sched_setaffinity``)."""
+    return hasattr(os, "sched_setaffinity")
 
 
 def usable_cpus() -> list[int]:
