@@ -230,3 +230,22 @@ def test_frames_are_coloured_by_the_package_their_file_belongs_to(file, package)
     from labkit.profile.stacks import _package
 
     assert _package(file) == package
+
+
+def test_a_py_spy_refused_its_rights_says_how_to_give_them(tmp_path, monkeypatch):
+    # GIVEN a py-spy that answers as one without the right to attach does (macOS without root)
+
+    from labkit.profile import attach
+
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\necho 'Permission Denied: Try running again with elevated permissions' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PERFLAB_PY_SPY", str(fake))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        # THEN the profile is refused with the fix, not a traceback from py-spy's output
+        with pytest.raises(ProbeUnavailable, match="no permission to read that process"):
+            attach(child.pid, duration_s=0.5)
+    finally:
+        child.kill()
+        child.wait()

@@ -56,7 +56,11 @@ _PTRACE_HELP = ("py-spy has no permission to read that process (ptrace). Run the
 
 
 def py_spy_path() -> str:
-    """The py-spy executable (beside this Python, or on PATH); ProbeUnavailable if it is not installed."""
+    """The py-spy executable: ``PERFLAB_PY_SPY`` when set (a py-spy of your own, e.g. a wrapper that runs it with
+    the rights it needs on macOS), else the one beside this Python, else the one on PATH; ProbeUnavailable if
+    there is none."""
+    if os.environ.get("PERFLAB_PY_SPY"):
+        return os.environ["PERFLAB_PY_SPY"]
     beside = Path(sys.executable).with_name("py-spy")
     exe = str(beside) if beside.exists() else shutil.which("py-spy")
     if not exe:
@@ -201,10 +205,15 @@ def _allow_children(allow: bool = True) -> None:
             pass
 
 
+_MACOS_HELP = ("py-spy has no permission to read that process: on macOS it needs root for every process. Point "
+               "PERFLAB_PY_SPY at a script that runs `sudo py-spy \"$@\"` (with sudo allowed for it), or profile "
+               "in process instead: labkit.profile.call(fn, *args).")
+
+
 def _attach_error(pid: int, said: str) -> ProbeUnavailable:
     low = said.lower()
     if "permission" in low or "operation not permitted" in low or "ptrace" in low:
-        return ProbeUnavailable(f"cannot profile pid {pid}: {_PTRACE_HELP}")
+        return ProbeUnavailable(f"cannot profile pid {pid}: {_MACOS_HELP if sys.platform == 'darwin' else _PTRACE_HELP}")
     if "check that the process is running" in low or "no such process" in low or "no such file" in low:
         return ProbeUnavailable(f"cannot profile pid {pid}: no such process (it exited, or the pid is wrong). "
                                 "Start the service first and pass svc.pid")
