@@ -264,5 +264,3 @@ def noise_panel(repeat_max: int = 200) -> Panel:
 
     return Panel("How noisy is this machine?", controls, measure, chart,
                  description="Run it quiet, then with each neighbour: same code, another curve.")
-
-

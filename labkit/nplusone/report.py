@@ -148,7 +148,8 @@ class Report(Saveable):
     """
 
     KIND = "labkit.nplusone.report"
-    VERSION = 3  # 2: each query's caller and fetch (version 1 files load with "" and False); 3: their instructions
+    VERSION = 3  # 2: each query's caller and fetch (version 1 files load with "" and False); 3: the columns of
+    # its site's and caller's expressions (version 1 and 2 files load with "", so they group by line)
 
     queries: tuple[Query, ...]
     wall_ns: int
