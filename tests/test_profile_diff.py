@@ -90,7 +90,7 @@ def test_a_toyshop_under_load_diffs_two_request_switches(tmp_path):
     try:
         # WHEN the two switch settings are profiled under the same light load, interleaved
         d = profile.diff_under_load("/customers/1/export?n1=naive", "/customers/1/export?n1=batched",
-                                    service=svc, load_rate=6, duration_s=0.5, rate=200, progress=False)
+                                    service=svc, load_rate=10, duration_s=0.5, rate=1000, progress=False)
     finally:
         svc.stop()
     df = d.to_frame()
