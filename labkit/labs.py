@@ -120,9 +120,9 @@ LABS: tuple[Lab, ...] = (
         index="take one endpoint from the baseline to every fix the way a professional does: keep the baseline, locate with the waterfall, predict each step from lab 01's table, one fix at a time verified interleaved, rank the fixes by payoff, and show the diff against the kept baseline",
         charts=9, slot=88, self_paced=(159, 159), optional=23, builds_on="00–07's fixes in one endpoint; 01's saved table, else it measures the rows it needs"),
     Lab("09", "09_contention", 'contention and scheduling',
-        readme="tell waiting from working in toyshop (`stats=locked\\|short\\|sharded\\|queued`, `loop=blocking\\|thread`): a wall-clock profile and a lock that times itself (Server-Timing `lock`, `/tally`), what the GIL lets threads do, an update lost without a lock, a lock's queue predicted from its hold time, a blocked event loop found with `labkit.looplag` (`/loop`), the price of a core, a hand-off and a busy poll; graded: fix a contended ledger",
+        readme="tell waiting from working in toyshop (`stats=locked\\|short\\|sharded\\|queued`, `loop=blocking\\|thread`): a wall-clock profile and a lock that times itself (Server-Timing `lock`, `/tally`), what the GIL lets threads do, an update lost without a lock, a lock's queue predicted from its hold time, a blocked event loop found with `labkit.looplag` (`/loop`), the price of a core, a hand-off and a busy poll; graded: a leaderboard whose reads starve the ledger's writers",
         index="tell waiting from working: find what requests wait for with a wall-clock profile and a lock that times itself, measure what the GIL lets threads do, show an update lost without a lock, predict a lock's queue from its hold time, find a blocking call on an event loop with a lag monitor, and price a core, a hand-off and a busy poll",
-        charts=4, slot=84, self_paced=(145, 145), optional=22, builds_on="00; 01's table (hand-offs, locks), else it measures them; 06 (py-spy's views), 07 (Little's law, `labkit.queueing`)"),
+        charts=4, slot=84, self_paced=(147, 147), optional=22, builds_on="00; 01's table (hand-offs, locks), else it measures them; 06 (py-spy's views), 07 (Little's law, `labkit.queueing`)"),
 )
 
 #: the index page's QUICK budget: it only opens a panel

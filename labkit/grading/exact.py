@@ -71,7 +71,8 @@ def difference(want: Any, got: Any, where: str = "the answer", *, rel: float = 0
         missing = [k for k in want if k not in got]
         if missing:
             return f"{where}: missing key {_short(missing[0], 40)}"
-        extra = [k for k in got if k not in want or type(k) is not type(_key_in(want, k))]
+        own = {k: k for k in want}  # each of want's keys under itself: own[k] is the key of want equal to k
+        extra = [k for k in got if k not in want or type(k) is not type(own[k])]
         if extra:
             return f"{where}: unexpected key {_short(extra[0], 40)}"
         if ordered and list(got) != list(want):
@@ -114,13 +115,6 @@ def difference(want: Any, got: Any, where: str = "the answer", *, rel: float = 0
 
 def _foreign(t: tuple[Any, ...]) -> bool:
     return any(type(x) not in (*_SCALARS, float) and not (type(x) is tuple and not _foreign(x)) for x in t)
-
-
-def _key_in(d: dict[Any, Any], k: Any) -> Any:
-    for key in d:
-        if key == k:
-            return key
-    return None
 
 
 _SEALED = seal(globals())
