@@ -342,6 +342,13 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
                     "--io-threads", str(io_threads), "--max-connections", str(max_connections),
                     "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log")]}
     cpu_set = set(cpus) if cpus is not None else None
+    if cpu_set is not None:
+        from labkit.measure.machine import can_pin
+
+        if not can_pin():
+            raise BadInputError(f"cpus={sorted(cpu_set)} pins the service's processes with os.sched_setaffinity, which "
+                                f"this platform ({sys.platform}) does not offer: leave cpus= out (the processes then "
+                                "share every core, and the lab's note says so)")
 
     def launch(role: str, sock: socket.socket, mode: str = "wb") -> subprocess.Popen:
         cmd = [sys.executable, "-c", _BOOT.format(dir=_LABKIT_DIR), "--fd", str(sock.fileno()),

@@ -30,6 +30,7 @@ from labkit.errors import BadInputError, ProbeUnavailable
 from labkit.inputs import integer
 from labkit.latency.memory import LINE, cache_sizes
 from labkit.layout.records import DTYPE, FIELDS, SlotLine, make_columns
+from labkit.measure.machine import can_pin
 
 __all__ = ["FieldSum", "Scattered", "Loads", "FalseSharing", "total_price", "past_llc", "LINE"]
 
@@ -292,8 +293,10 @@ class FalseSharing:
         slots = (0, gap // 8)
         barrier, out = threading.Barrier(2), [0.0, 0.0]
 
+        pin = can_pin()
+
         def worker(k: int) -> None:
-            if hasattr(os, "sched_setaffinity"):
+            if pin:
                 os.sched_setaffinity(0, {self.cpus[k]})  # this thread only
             barrier.wait()
             t0 = time.perf_counter_ns()

@@ -220,8 +220,11 @@ UNPINNED = ("not pinned: this platform cannot pin a thread to a core (no os.sche
 
 
 def can_pin() -> bool:
-    """Whether this platform can pin a thread to chosen cores (Linux's ``os.sched_setaffinity``)."""
-    return hasattr(os, "sched_setaffinity")
+    """Whether this platform can pin a thread to chosen cores (Linux's ``os.sched_setaffinity``): the
+    ``affinity`` facility of :mod:`labkit.measure.facilities`."""
+    from labkit.measure.facilities import available
+
+    return available("affinity")
 
 
 def usable_cpus() -> list[int]:

@@ -122,7 +122,20 @@ def _charts() -> Check:
     return Check("charts", "ok", "charts render offline (jupyter renderer via anywidget; SVG via vl-convert)")
 
 
-CHECKS: tuple[Callable[[], Check], ...] = (_cores, _load, _memory, _governor, _charts, _py_spy, _memray)
+def _facilities() -> tuple[Check, ...]:
+    """One line for the Linux facilities this machine has, and a warning for each it lacks, with what that costs."""
+    from labkit.measure.facilities import survey
+
+    found = survey()
+    have = [f.name for f in found if f.available]
+    out = [Check("platform", "ok", f"{sys.platform}: {', '.join(have) or 'none'} of the labs' Linux facilities")]
+    out += [Check(f"facility: {f.name}", "warn", f"missing — {f.detail}", f"nothing to do for most labs: {f.costs}")
+            for f in found if not f.available]
+    return tuple(out)
+
+
+CHECKS: tuple[Callable[[], Check | tuple[Check, ...]], ...] = (_cores, _load, _memory, _governor, _facilities, _charts,
+                                                                _py_spy, _memray)
 
 
 def run_checks(checks: tuple[Callable[[], Check | tuple[Check, ...]], ...] = CHECKS) -> tuple[Check, ...]:
