@@ -14,7 +14,7 @@ PORT   ?= 8888
 # (tests/README.md); TEST_WORKERS=0 runs it in this process
 TEST_WORKERS ?= 2
 
-.PHONY: lab test unit setup benchmarks clean
+.PHONY: lab test test-laptop unit setup benchmarks clean
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(ROOT_FLAG) \
@@ -23,7 +23,10 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check labkit tests
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not laptop"
+
+test-laptop: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m laptop tests/test_laptop.py
 
 unit: $(STAMP)
 	$(BIN)/ruff check labkit tests
