@@ -226,13 +226,11 @@ hint = EXERCISE.hint
 solution = EXERCISE.solution
 
 
-def _trail(hold_s: float) -> tuple[Any, list[tuple[Any, Any, Any]], list[int], Callable[[], int]]:
-    """A fresh audit trail: the object the ledger gets (``write`` only), its lines, each write's time, and a
-    reader of the calling thread's write time since it last asked (the grader's; nothing on the object reaches
-    them)."""
+def _trail(hold_s: float) -> tuple[Any, list[tuple[Any, Any, Any]], list[int]]:
+    """A fresh audit trail: the object the ledger gets (``write`` only), its lines, and each write's time (the
+    grader's; nothing on the object reaches them)."""
     lines: list[tuple[Any, Any, Any]] = []
     took: list[int] = []
-    local = threading.local()
     clock, sleep = _CLOCK, _SLEEP
 
     class AuditTrail:
@@ -244,19 +242,12 @@ def _trail(hold_s: float) -> tuple[Any, list[tuple[Any, Any, Any]], list[int], C
             if hold_s:  # a zero hold (the hammer's) is no sleep at all: the GIL is kept, the adds come back to back
                 sleep(hold_s)
             lines.append((customer_id, points, balance))
-            ns = clock() - t0
-            took.append(ns)
-            local.ns = getattr(local, "ns", 0) + ns
+            took.append(clock() - t0)
 
         def __repr__(self) -> str:
             return f"AuditTrail(write(customer_id, points, balance): {hold_s * 1e3:g} ms a line, emulated)"
 
-    def taken() -> int:
-        ns = getattr(local, "ns", 0)
-        local.ns = 0
-        return ns
-
-    return AuditTrail(), lines, took, taken
+    return AuditTrail(), lines, took
 
 
 @dataclass(frozen=True)
@@ -295,7 +286,7 @@ def _write_alone(hold_ms: float, n: int = 15) -> float:
     the interpreter after its sleep — the very wait a read that holds the GIL imposes — and hide it."""
     if not hold_ms:
         return 0.0
-    audit, _lines, took, _taken = _trail(hold_ms / 1e3)
+    audit, _lines, took = _trail(hold_ms / 1e3)
     for k in range(n):
         audit.write(0, 1, k + 1)
     return float(np.median(took))
@@ -321,7 +312,7 @@ def stress(ledger: Callable[..., Any], load: Sequence[Sequence[tuple[int, int]]]
     trace, not the ledger. Never raises what the ledger raises: a failed run says why in ``error``."""
     opening = dict(opening or {})
     alone_ns = _write_alone(hold_ms)
-    audit, lines, _took, _taken = _trail(hold_ms / 1e3)
+    audit, lines, _took = _trail(hold_ms / 1e3)
     clock, think_s, nudge_s, gap_s = _CLOCK, think_ms / 1e3, NUDGE_S, read_gap_ms / 1e3
     lat: list[list[int]] = [[] for _ in load]
     spans: list[list[tuple[int, int]]] = [[] for _ in load]

@@ -20,7 +20,6 @@ WASI", Linux in practice), the ``resource`` module's (``RUSAGE_THREAD``: "Availa
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,8 +68,8 @@ def _proc_memory() -> tuple[bool, str]:
         text = Path("/proc/self/status").read_text()
     except OSError as e:
         return False, f"/proc/self/status unreadable ({type(e).__name__})"
-    if "VmHWM:" not in text:
-        return False, "/proc/self/status has no VmHWM line"
+    if "VmHWM:" not in text or "VmRSS:" not in text:
+        return False, "/proc/self/status has no VmHWM or VmRSS line"
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # VmHWM := VmRSS: harmless, and exactly what the peak reader does
@@ -92,10 +91,13 @@ def _cgroup() -> tuple[bool, str]:
 
 
 def _py_spy() -> tuple[bool, str]:
-    path = os.environ.get("PERFLAB_PY_SPY") or shutil.which("py-spy") or \
-        (str(Path(sys.executable).with_name("py-spy")) if Path(sys.executable).with_name("py-spy").exists() else None)
-    if path is None:
-        return False, "no py-spy executable (PATH, the venv, PERFLAB_PY_SPY)"
+    from labkit.errors import ProbeUnavailable
+    from labkit.profile.cpu import py_spy_path
+
+    try:
+        path = py_spy_path()
+    except ProbeUnavailable:
+        return False, "no py-spy executable (PERFLAB_PY_SPY, the venv, PATH)"
     if sys.platform == "darwin" and os.geteuid() != 0 and not os.environ.get("PERFLAB_PY_SPY"):
         return False, f"{path} found, but on macOS it attaches only as root (PERFLAB_PY_SPY can name a sudo wrapper)"
     return True, f"{path} (whether it may attach: labkit doctor's py-spy check)"
