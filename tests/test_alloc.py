@@ -319,3 +319,20 @@ def test_retained_counts_what_a_call_leaves_alive_even_when_it_freed_as_much():
     assert kept.top and "test_alloc.py" in kept.top[0][0]
     fresh = alloc.retained(lambda: [bytes(1000) for _ in range(100)])
     assert 100_000 <= fresh.bytes <= 120_000 and "KiB alive" in str(fresh)
+
+
+def _holds_a_megabyte() -> int:
+    held = [bytes(1000) for _ in range(1000)]  # the peak's holder
+    return len(held)
+
+
+def test_census_peak_and_the_lines_that_allocated_and_held_it():
+    with Census(sites=3) as c:
+        _holds_a_megabyte()
+    assert c.peak_bytes >= 1000 * 1000
+    line = f"{__file__}:{_holds_a_megabyte.__code__.co_firstlineno + 1}"
+    assert c.allocating_sites[0][0] == line and c.allocating_sites[0][1] >= 1000
+    assert c.peak_sites[0][0] == line and c.peak_sites[0][2] >= 1000 * 1000
+    with Census() as quiet:
+        pass
+    assert quiet.peak_bytes < c.peak_bytes and quiet.allocating_sites == () == quiet.peak_sites

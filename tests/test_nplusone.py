@@ -729,3 +729,43 @@ def test_a_chain_of_two_lookups_on_one_line_is_two_places_and_a_loop_is_one() ->
     with watch(conn) as w:
         _ = [name(p) for p in (1, 2)]          # one expression run twice
     assert [s.repeats for s in w.report.suspects] == [2], str(w.report)
+
+
+def test_http_client_module_sees_urllib_and_requests_from_their_calling_line() -> None:
+    import http.client
+    import http.server
+    import threading
+    import urllib.request
+
+    import requests
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    put, get = http.client.HTTPConnection.putrequest, http.client.HTTPConnection.getresponse
+    try:
+        with watch(http.client) as w:
+            for i in range(3):
+                urllib.request.urlopen(f"{base}/items/{i}").read()  # per-item
+            requests.get(f"{base}/items?ids=1,2", timeout=5)
+        shapes = {s.shape: s for s in w.report.shapes}
+        assert set(shapes) == {"GET /items/{id}", "GET /items?ids={ids}"}
+        assert shapes["GET /items/{id}"].count == 3 and shapes["GET /items/{id}"].suspect
+        assert shapes["GET /items/{id}"].site == line_of("per-item")
+        assert all(q.kind == "http" and q.duration_ns > 0 for q in w.report.queries)
+        # the tap is off after the block: the class has its own methods back, and nothing more is recorded
+        assert (http.client.HTTPConnection.putrequest, http.client.HTTPConnection.getresponse) == (put, get)
+        urllib.request.urlopen(f"{base}/items/9").read()
+        assert w.report.count == 4
+    finally:
+        server.shutdown()

@@ -3,6 +3,8 @@
     with Census() as c:
         build_report(rows)
     c.allocations, c.bytes_allocated      # allocator calls and the bytes they asked for (frees not counted)
+    c.peak_bytes                          # the most the window's allocations held at once
+    Census(sites=5)                       # also: the 5 lines that allocated most, and those holding the peak
 
 It runs a ``memray.Tracker`` with Python allocators traced, then reads the capture back and counts the
 records that allocate (``malloc``, ``calloc``, ``realloc``, ``mmap``, and their pymalloc twins), minus what
@@ -59,23 +61,35 @@ class Census:
     Attributes (filled by :meth:`stop`):
         allocations: allocator calls made in the window, the tracker's own subtracted.
         bytes_allocated: bytes those calls asked for (a ``realloc`` counts its new size).
+        peak_bytes: the high-water mark of what the window's allocations held at once (memray's peak; what
+            was allocated before the window is not in it).
+        allocating_sites, peak_sites: with ``sites=N``, the ``N`` calling lines — the first frame outside
+            the standard library, site-packages and labkit's own plumbing — that made the most allocator calls
+            (``(line, calls, bytes)``, most bytes first), and those holding the most at the peak
+            (``(line, allocations, bytes)``); empty without ``sites``.
 
     Args:
         path: where memray writes its capture (default: a temporary file, removed at :meth:`stop`); a
             reused path is overwritten.
         subtract_overhead: subtract what the tracker allocates around an empty block (measured once per
             process), so an empty block counts (close to) zero.
+        sites: how many calling lines to name in ``allocating_sites`` and ``peak_sites`` (0: none; reading
+            every record's stack makes :meth:`stop` slower).
 
     Raises (from :meth:`start`):
         ProbeUnavailable: memray is not installed, or another memray tracker is already active in this
             process (only one can run at a time) — the message says which, and what to do.
     """
 
-    def __init__(self, path: str | Path | None = None, *, subtract_overhead: bool = True) -> None:
+    def __init__(self, path: str | Path | None = None, *, subtract_overhead: bool = True, sites: int = 0) -> None:
         self.path = None if path is None else Path(path)
         self.subtract_overhead = subtract_overhead
+        self.sites = sites
         self.allocations: int | None = None
         self.bytes_allocated: int | None = None
+        self.peak_bytes: int | None = None
+        self.allocating_sites: tuple[tuple[str, int, int], ...] = ()
+        self.peak_sites: tuple[tuple[str, int, int], ...] = ()
         self._tracker: Any = None
         self._tmp: str | None = None
         self._file: Path | None = None
@@ -117,6 +131,7 @@ class Census:
         try:
             tracker.__exit__(None, None, None)
             calls, size = _read(self._file)
+            self.peak_bytes, self.allocating_sites, self.peak_sites = _peak_and_sites(self._file, self.sites)
         finally:
             self._cleanup()
         if self.subtract_overhead:
@@ -157,6 +172,46 @@ def _read(path: Path | None) -> tuple[int, int]:
     finally:
         reader.close()
     return calls, size
+
+
+def _line_of(record: Any) -> str:
+    """The first calling line of an allocation outside the standard library, site-packages and labkit's own
+    plumbing (the innermost frame when all of them are)."""
+    from labkit.nplusone.sites import is_library
+
+    frames = record.stack_trace()
+    for _function, filename, lineno in frames:
+        if not is_library(filename):
+            return f"{filename}:{lineno}"
+    return f"{frames[0][1]}:{frames[0][2]}" if frames else "(no Python frame)"
+
+
+def _top(records: Any, n: int, frees: frozenset[int]) -> tuple[tuple[str, int, int], ...]:
+    by_line: dict[str, list[int]] = {}
+    for r in records:
+        if int(r.allocator) not in frees:
+            tally = by_line.setdefault(_line_of(r), [0, 0])
+            tally[0] += r.n_allocations
+            tally[1] += r.size
+    ranked = sorted(by_line.items(), key=lambda kv: kv[1][1], reverse=True)[:n]
+    return tuple((line, calls, size) for line, (calls, size) in ranked)
+
+
+def _peak_and_sites(path: Path | None, n: int) -> tuple[int, tuple[tuple[str, int, int], ...],
+                                                       tuple[tuple[str, int, int], ...]]:
+    """The capture's peak, and with ``n`` its top allocating lines and the lines holding the peak."""
+    import memray
+
+    reader = memray.FileReader(str(path))
+    try:
+        peak = int(reader.metadata.peak_memory)
+        if n <= 0:
+            return peak, (), ()
+        frees = _free_kinds()
+        return (peak, _top(reader.get_allocation_records(), n, frees),
+                _top(reader.get_high_watermark_allocation_records(), n, frees))
+    finally:
+        reader.close()
 
 
 @functools.cache

@@ -55,7 +55,8 @@ class Watch:
         if not targets:
             raise BadInputError(
                 "watch() needs at least one target: a sqlite3.Connection, a SQLAlchemy Engine, Django's "
-                "django.db.connection or an HTTP client with an `observers` list, e.g. watch(conn, catalog)."
+                "django.db.connection, an HTTP client with an `observers` list, or the http.client module, e.g. "
+                "watch(conn, catalog)."
             )
         if not isinstance(threshold, int) or threshold < 0:
             raise BadInputError(f"threshold={threshold!r}: expected an int >= 0 (a shape sent more than "
@@ -148,7 +149,8 @@ def watch(*targets: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", sk
             progress handler — see ``labkit.nplusone.taps``), a SQLAlchemy ``Engine`` (its event hooks), a
             Django connection such as ``django.db.connection`` (an execute wrapper, the cheap way in: pass it
             rather than the ``sqlite3`` connection under it — ``labkit.nplusone.hooks``), and HTTP clients with
-            an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``.
+            an ``observers`` list such as ``labkit.toyshop.catalog.CatalogClient``, or the ``http.client`` module
+            (every request ``urllib``, ``requests`` and ``urllib3`` send, from any thread).
         threshold: a shape sent more than this many times from one calling line in one block, one item at a
             time, is a suspect (default ``DEFAULT_THRESHOLD`` = 1: a loop that ran twice, as django-zeal's
             default; see ``labkit.nplusone.report``). The report still totals each shape over all lines.

@@ -27,11 +27,17 @@ Every tap records through ``Tap.record`` or ``Tap.note``, which find the call si
   ``execute`` only, not the fetch of rows (the ORM fetches right after). See ``labkit.nplusone.hooks``.
 - ``"observer"`` — an HTTP client with an ``observers`` list (``labkit.toyshop.catalog.CatalogClient``): the
   client's own measured duration of each call.
+- ``"client"`` — the standard library's ``http.client`` module itself (``watch(http.client)``): every request
+  an ``HTTPConnection`` sends, from ``putrequest`` to the end of its ``getresponse`` (the response's headers;
+  reading the body is not in it). ``urllib.request``, ``requests`` and ``urllib3`` send through it; ``httpx``
+  (over ``httpcore``) and ``aiohttp`` do not, and are not seen. The two methods are patched on the class
+  while the tap is on, so every connection of the process is watched, in every thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -343,9 +349,49 @@ class _ObserverTap(Tap):
             self.target.observers.remove(self._observer)
 
 
+class _HttpClientTap(Tap):
+    """The ``http.client`` module: every request its ``HTTPConnection`` class sends (timing ``"client"``)."""
+
+    kind = "http"
+    timing = "client"
+
+    def install(self) -> None:
+        tap, clock, cls = self, self.clock, self.target.HTTPConnection
+        https = getattr(self.target, "HTTPSConnection", ())
+        put, get = cls.putrequest, cls.getresponse
+
+        def putrequest(conn: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            full = url
+            if "://" not in url:  # the usual case: a path, sent to the connection's host
+                scheme = "https" if https and isinstance(conn, https) else "http"
+                full = f"{scheme}://{conn.host}:{conn.port}{url}"
+            t0 = clock()
+            conn._labkit_sent = (t0, tap.record(full, method, t0, 0))
+            return put(conn, method, url, *args, **kwargs)
+
+        def getresponse(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return get(conn, *args, **kwargs)
+            finally:
+                sent = conn.__dict__.pop("_labkit_sent", None)
+                if sent is not None:
+                    ns = clock() - sent[0]
+                    for buf, pos in sent[1]:
+                        buf[pos] += ns
+
+        self._saved = (put, get)
+        cls.putrequest, cls.getresponse = putrequest, getresponse
+
+    def uninstall(self) -> None:
+        cls = self.target.HTTPConnection
+        cls.putrequest, cls.getresponse = self._saved
+
+
 def plain_tap(target: Any) -> Tap | None:
-    """A tap for a ``sqlite3.Connection`` (its subclass instances wrapped, a plain one traced) or an HTTP client
-    with an ``observers`` list; None for anything else."""
+    """A tap for a ``sqlite3.Connection`` (its subclass instances wrapped, a plain one traced), an HTTP client
+    with an ``observers`` list, or the ``http.client`` module; None for anything else."""
+    if target is http.client:
+        return _HttpClientTap(target, "http.client")
     if isinstance(target, sqlite3.Connection):
         if hasattr(target, "__dict__"):
             return _WrappedSqliteTap(target, "sqlite")

@@ -27,7 +27,8 @@ def _make_tap(target: Any) -> Tap:
     raise BadInputError(
         f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
         "it knows sqlite3.Connection, SQLAlchemy Engine, Django's database connection (django.db.connection) "
-        "and HTTP clients with an `observers` list (observer(method, url, duration_ns)). Pass one of those, "
+        "HTTP clients with an `observers` list (observer(method, url, duration_ns)) and the http.client module "
+        "(every request urllib, requests and urllib3 send). Pass one of those, "
         "e.g. the connection your code queries."
     )
 

@@ -1,0 +1,172 @@
+"""Exact counters as a test's budget: queries, HTTP calls, allocator calls, bytes and peak memory.
+
+    from labkit.budget import within
+
+    def test_export_stays_batched(conn):
+        with within(conn, queries=2, http=1, allocations=20_000, allocated_bytes=2_000_000, tolerance=0.10):
+            export(conn, 42)
+
+The block fails (:class:`BudgetExceeded`, an ``AssertionError``) with every count it broke: the measured value,
+the budget, and where the excess came from — the N+1 report's lines for queries and HTTP calls, the calling lines
+that allocated most (or held the peak) for memory.
+
+What each kind of budget promises:
+
+* ``queries`` and ``http`` are **exact and hard**: one query more than the budget fails, every run. Queries are
+  those the targets send (as :func:`labkit.nplusone.watch` sees them); HTTP calls are every request sent through
+  the standard library's ``http.client`` in the process (``urllib``, ``requests``, ``urllib3``; not ``httpx``).
+* ``allocations``, ``allocated_bytes`` and ``peak_bytes`` come from a memray census of the block
+  (:class:`labkit.alloc.Census`): allocator calls, the bytes they asked for, and the most held at once. They
+  are a floor (free lists reuse memory unseen) and move a little between Python versions and library releases,
+  so each passes up to ``tolerance`` above its figure (default 10 %): declare the figure the code has today, and
+  a growth beyond the tolerance fails. Nothing here times anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.errors import BadInputError
+
+__all__ = ["BudgetExceeded", "Counted", "EXACT", "MEMORY", "within"]
+
+#: budgets that are exact: no tolerance
+EXACT = ("queries", "http")
+#: budgets read from a memray census: each passes up to ``tolerance`` above its figure
+MEMORY = ("allocations", "allocated_bytes", "peak_bytes")
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What one block counted against its budgets.
+
+    Attributes:
+        values: the measured count of each budgeted kind.
+        budgets: the declared figure of each.
+        tolerance: the fraction above its figure a memory count may reach.
+        where: for each kind, where its count came from (the N+1 report, the top allocating lines).
+    """
+
+    values: dict[str, int]
+    budgets: dict[str, int]
+    tolerance: float
+    where: dict[str, str] = field(default_factory=dict)
+
+    def limit(self, kind: str) -> int:
+        """The most ``kind`` may reach: its budget, plus the tolerance for a memory count."""
+        budget = self.budgets[kind]
+        return budget if kind in EXACT else int(budget * (1 + self.tolerance))
+
+    @property
+    def broken(self) -> tuple[str, ...]:
+        """The kinds over their limit."""
+        return tuple(k for k in self.budgets if self.values[k] > self.limit(k))
+
+    def message(self) -> str:
+        """Every broken budget, its measured value and limit, and where the count came from."""
+        lines = []
+        for k in self.broken:
+            v, b = self.values[k], self.budgets[k]
+            over = "" if k in EXACT else f" (figure {b:,} + {self.tolerance:.0%} tolerance)"
+            lines.append(f"budget exceeded: {k} = {v:,}, limit {self.limit(k):,}{over}, {v - b:+,} on the figure")
+        for k in dict.fromkeys(self.broken):
+            if self.where.get(k):
+                lines += ["", f"where the {k} came from:", self.where[k]]
+        if lines:
+            lines += ["", "Fix the code, or — if the growth is intended — raise the figure beside the test."]
+        return "\n".join(lines)
+
+
+class BudgetExceeded(AssertionError):
+    """A block broke one of its budgets; ``.counted`` holds what it measured."""
+
+    def __init__(self, counted: Counted) -> None:
+        super().__init__(counted.message())
+        self.counted = counted
+
+
+def _checked(budgets: dict[str, Any], tolerance: float, targets: tuple[Any, ...]) -> dict[str, int]:
+    known = EXACT + MEMORY
+    unknown = sorted(set(budgets) - set(known))
+    if unknown:
+        raise BadInputError(f"within() has no budget called {', '.join(unknown)}: the kinds are {', '.join(known)}")
+    if not budgets:
+        raise BadInputError(f"within() needs at least one budget, e.g. within(conn, queries=3); the kinds are "
+                            f"{', '.join(known)}")
+    for k, v in budgets.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise BadInputError(f"{k}= must be a whole number ≥ 0 (the most the block may make), got {v!r}")
+    if not (isinstance(tolerance, int | float) and 0 <= tolerance < 10):
+        raise BadInputError(f"tolerance= is the fraction a memory count may pass its figure by (0.10 = 10 %), "
+                            f"got {tolerance!r}")
+    if "queries" in budgets and not targets:
+        raise BadInputError("queries= counts what a connection sends: pass it, e.g. within(conn, queries=3)")
+    return dict(budgets)
+
+
+class within:  # noqa: N801 - a context manager used like a function: `with within(conn, queries=3):`
+    """Fail the block (:class:`BudgetExceeded`) when it breaks any budget given as a keyword.
+
+    Args:
+        *targets: what the ``queries`` are counted on (a connection, an Engine: as for
+            :func:`labkit.nplusone.watch`).
+        tolerance: how far above its figure a memory count may go (0.10: 10 %); exact counts have none.
+        sites: how many calling lines a memory failure names.
+        **budgets: ``queries``, ``http``, ``allocations``, ``allocated_bytes``, ``peak_bytes``.
+
+    ``with within(...) as block:`` — ``block.counted`` is the :class:`Counted` once the block ends (also when it
+    passes). A class rather than a generator: memray follows the Python stack from where its tracker starts,
+    and a generator's ``yield`` would leave it without the caller's frames (the allocating lines unnamed).
+
+    Raises:
+        BadInputError: an unknown budget, a negative one, or ``queries=`` with nothing to watch.
+        ProbeUnavailable: a memory budget where memray cannot run.
+    """
+
+    def __init__(self, *targets: Any, tolerance: float = 0.10, sites: int = 5, **budgets: int) -> None:
+        self.budgets = _checked(budgets, tolerance, targets)
+        self.targets, self.tolerance, self.sites = targets, float(tolerance), sites
+        self.counted: Counted | None = None
+
+    def __enter__(self) -> within:
+        from labkit.alloc.census import Census
+        from labkit.nplusone import watch
+
+        watched = (*self.targets, http.client) if "http" in self.budgets else self.targets
+        self._stack = contextlib.ExitStack()
+        self._watch = self._stack.enter_context(watch(*watched)) if watched else None
+        self._census = Census(sites=self.sites) if set(self.budgets) & set(MEMORY) else None
+        if self._census is not None:
+            self._census.start()  # last: what starting the watch allocates is not the block's
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        from labkit.nplusone.render import render_text
+
+        census = self._census
+        if census is not None:
+            census.stop()
+        self._stack.close()
+        if et is not None:
+            return  # the block raised: that is the failure to see
+        values: dict[str, int] = {}
+        where: dict[str, str] = {}
+        if self._watch is not None:
+            report = self._watch.report
+            values["queries"] = sum(q.kind == "sql" for q in report.queries)
+            values["http"] = sum(q.kind == "http" for q in report.queries)
+            where["queries"] = where["http"] = render_text(report)
+        if census is not None:
+            values.update(allocations=census.allocations or 0, allocated_bytes=census.bytes_allocated or 0,
+                          peak_bytes=census.peak_bytes or 0)
+            top = "\n".join(f"  {line}: {calls:,} allocations, {size:,} bytes" for line, calls, size in
+                            census.allocating_sites)
+            held = "\n".join(f"  {line}: {size:,} bytes held at the peak" for line, _, size in census.peak_sites)
+            where.update(allocations=top, allocated_bytes=top, peak_bytes=held)
+        counted = Counted({k: values[k] for k in self.budgets}, self.budgets, self.tolerance, where)
+        self.counted = counted
+        if counted.broken:
+            raise BudgetExceeded(counted)
