@@ -25,13 +25,18 @@ What each kind of budget promises:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import http.client
+import json
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from labkit.errors import BadInputError
 
-__all__ = ["BudgetExceeded", "Counted", "EXACT", "MEMORY", "within"]
+__all__ = ["BudgetExceeded", "Counted", "EXACT", "MEMORY", "append", "history", "within"]
 
 #: budgets that are exact: no tolerance
 EXACT = ("queries", "http")
@@ -115,6 +120,8 @@ class within:  # noqa: N801 - a context manager used like a function: `with with
             :func:`labkit.nplusone.watch`).
         tolerance: how far above its figure a memory count may go (0.10: 10 %); exact counts have none.
         sites: how many calling lines a memory failure names.
+        record: called with the :class:`Counted` when the block ends, passed or not (the pytest fixture's
+            ledger: :func:`append`).
         **budgets: ``queries``, ``http``, ``allocations``, ``allocated_bytes``, ``peak_bytes``.
 
     ``with within(...) as block:`` — ``block.counted`` is the :class:`Counted` once the block ends (also when it
@@ -126,9 +133,10 @@ class within:  # noqa: N801 - a context manager used like a function: `with with
         ProbeUnavailable: a memory budget where memray cannot run.
     """
 
-    def __init__(self, *targets: Any, tolerance: float = 0.10, sites: int = 5, **budgets: int) -> None:
+    def __init__(self, *targets: Any, tolerance: float = 0.10, sites: int = 5,
+                 record: Callable[[Counted], None] | None = None, **budgets: int) -> None:
         self.budgets = _checked(budgets, tolerance, targets)
-        self.targets, self.tolerance, self.sites = targets, float(tolerance), sites
+        self.targets, self.tolerance, self.sites, self.record = targets, float(tolerance), sites, record
         self.counted: Counted | None = None
 
     def __enter__(self) -> within:
@@ -168,5 +176,62 @@ class within:  # noqa: N801 - a context manager used like a function: `with with
             where.update(allocations=top, allocated_bytes=top, peak_bytes=held)
         counted = Counted({k: values[k] for k in self.budgets}, self.budgets, self.tolerance, where)
         self.counted = counted
+        if self.record is not None:
+            self.record(counted)
         if counted.broken:
             raise BudgetExceeded(counted)
+
+
+def _revision(folder: Path) -> str:
+    """The git commit checked out in *folder* (short), or "" outside a repository."""
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def append(ledger: str | Path, name: str, counted: Counted) -> None:
+    """Append one line per budgeted kind of *counted* to the drift ledger (JSON lines, kept in the repository):
+    when, at which commit, which test, the value, the figure and whether it passed."""
+    path = Path(ledger)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    rev = _revision(path.resolve().parent)
+    broken = set(counted.broken)
+    with path.open("a", encoding="utf-8") as f:
+        for kind, value in counted.values.items():
+            f.write(json.dumps({"at": at, "rev": rev, "test": name, "kind": kind, "value": value,
+                                "figure": counted.budgets[kind],
+                                "tolerance": 0.0 if kind in EXACT else counted.tolerance,
+                                "passed": kind not in broken}) + "\n")
+
+
+def history(ledger: str | Path) -> str:
+    """The ledger read back: for each test and kind, its first and last value, and every change of its figure
+    (a raised budget shows when, and at which commit)."""
+    path = Path(ledger)
+    if not path.is_file():
+        raise BadInputError(f"no ledger at {path}: run the tests with --budget-ledger={path} first")
+    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            key = (str(row["test"]), str(row["kind"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadInputError(f"{path}, line {n}, is not a ledger line ({e}): the ledger is JSON lines written "
+                                "by labkit.budget.append; remove or mend that line") from e
+        series.setdefault(key, []).append(row)
+    out = []
+    for (test, kind), rows in sorted(series.items()):
+        first, last = rows[0], rows[-1]
+        out.append(f"{test} {kind}: {len(rows)} runs, {first['value']:,} at {first['rev'] or '?'} → "
+                   f"{last['value']:,} at {last['rev'] or '?'} (figure {last['figure']:,})")
+        for before, after in zip(rows, rows[1:], strict=False):
+            if after["figure"] != before["figure"]:
+                out.append(f"    figure {'raised' if after['figure'] > before['figure'] else 'lowered'} "
+                           f"{before['figure']:,} → {after['figure']:,} at {after['rev'] or '?'} ({after['at']})")
+    return "\n".join(out) if out else f"{path} holds no runs yet"

@@ -60,3 +60,57 @@ def test_misuse_is_refused_before_anything_runs(conn):
         pass
     with pytest.raises(BadInputError, match="at least one budget"), within(conn):
         pass
+
+
+EXAMPLE_TEST = '''
+import sqlite3
+
+
+def export(conn, ids):
+    return [conn.execute("SELECT ?", (i,)).fetchone() for i in ids]
+
+
+def test_export(budget):
+    conn = sqlite3.connect(":memory:")
+    with budget(conn, queries=QUERIES, allocated_bytes=10**8):
+        export(conn, range(3))
+'''
+
+
+def _example(repo, queries):
+    (repo / "conftest.py").write_text('pytest_plugins = ["labkit.budget_plugin"]\n', encoding="utf-8")
+    (repo / "test_example.py").write_text(EXAMPLE_TEST.replace("QUERIES", str(queries)), encoding="utf-8")
+
+
+@pytest.mark.slow  # runs pytest twice in a repository of its own
+def test_the_fixture_fails_one_over_keeps_a_ledger_and_the_cli_shows_a_raised_figure(tmp_path):
+    import subprocess
+    import sys
+
+    repo = tmp_path / "shop"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    ledger = repo / "perf" / "ledger.jsonl"
+
+    def run(queries):
+        _example(repo, queries)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"budget {queries}"], check=True)
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               f"--budget-ledger={ledger}", "test_example.py"], cwd=repo, capture_output=True,
+                              text=True, timeout=120)
+
+    over = run(2)
+    assert over.returncode == 1 and "queries = 3, limit 2" in over.stdout, over.stdout + over.stderr
+    assert run(3).returncode == 0
+    rows = [line for line in ledger.read_text().splitlines() if '"queries"' in line]
+    assert len(rows) == 2 and '"passed": false' in rows[0] and '"passed": true' in rows[1]
+    shown = subprocess.run([sys.executable, "-m", "labkit", "budget", "history", str(ledger)], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "test_example.py::test_export queries: 2 runs, 3 at" in shown.stdout
+    assert "figure raised 2 → 3 at" in shown.stdout
+    missing = subprocess.run([sys.executable, "-m", "labkit", "budget", "history", str(tmp_path / "none.jsonl")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no ledger at" in missing.stderr

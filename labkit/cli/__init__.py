@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new-lab": ("labkit.cli.new_lab", "start a new lab: its notebook, notes, grader and test, registered in the table"),
     "labs": ("labkit.cli.labs", "list the labs, and make README's and the index's tables equal to labkit/labs.py"),
     "workshop": ("labkit.cli.workshop", "the organiser's commands for one node: init, add-learners, check"),
+    "budget": ("labkit.cli.budget", "read back the drift ledger of the tests' budgets (labkit.budget_plugin)"),
     "room": ("labkit.cli.room", "collect the learners' experiment records into one offline page for the instructor"),
 }
 
