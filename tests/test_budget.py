@@ -114,3 +114,46 @@ def test_the_fixture_fails_one_over_keeps_a_ledger_and_the_cli_shows_a_raised_fi
     missing = subprocess.run([sys.executable, "-m", "labkit", "budget", "history", str(tmp_path / "none.jsonl")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no ledger at" in missing.stderr
+
+
+CASES = '''
+from labkit.gate import timed
+
+
+@timed(threshold=0.10)
+def squares():
+    from shop import work
+    return lambda: work(20000)
+'''
+
+
+@pytest.mark.slow  # worktrees and worker processes
+def test_the_time_gate_passes_a_docs_change_fails_a_gross_slowdown_and_refuses_a_bad_base(tmp_path):
+    import subprocess
+
+    from labkit.gate import gate
+
+    repo = tmp_path / "shop"
+    (repo / "shop").mkdir(parents=True)
+    code = repo / "shop" / "__init__.py"
+    code.write_text("def work(n):\n    return sum(i * i for i in range(n))\n")
+    (repo / "perf_cases.py").write_text(CASES)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (repo / "README.md").write_text("docs only\n")
+    [same] = gate(repo, "HEAD", "perf_cases.py", max_time=5)
+    assert not same.failed and same.verdict in ("not slower", "inconclusive")
+    worktrees = repo / ".git" / "worktrees"
+    assert not worktrees.exists() or not any(worktrees.iterdir())  # the base's worktree is removed
+    code.write_text("def work(n):\n    return sum(i * i for i in range(n)) + sum(i * i for i in range(2 * n))\n")
+    [slow] = gate(repo, "HEAD", "perf_cases.py", max_time=5)
+    assert slow.failed and slow.ci[0] > 1.10, slow
+    with pytest.raises(BadInputError, match="rev-parse"):
+        gate(repo, "no-such-branch", "perf_cases.py")
+    with pytest.raises(BadInputError, match="no cases file"):
+        gate(repo, "HEAD", "missing.py")
+    (repo / "empty_cases.py").write_text("x = 1\n")
+    with pytest.raises(BadInputError, match="declares no timed case"):
+        gate(repo, "HEAD", "empty_cases.py")

@@ -1,4 +1,6 @@
-"""``labkit budget history LEDGER``: a drift ledger read back, each test's counts from first run to last."""
+"""``labkit budget history LEDGER``: a drift ledger read back, each test's counts from first run to last.
+``labkit budget gate --base REV --cases FILE``: each timed case on the base revision and the working tree,
+interleaved; exit 1 only on a confident slowdown beyond a case's threshold (see labkit.gate)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,22 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     h = sub.add_parser("history", help="each budgeted count's first and last value, and every change of figure")
     h.add_argument("ledger", help="the ledger pytest --budget-ledger= wrote")
+    g = sub.add_parser("gate", help="time the declared cases on the base revision and the working tree")
+    g.add_argument("--base", required=True, help="the revision to compare against (a branch, tag or commit)")
+    g.add_argument("--cases", required=True, help="the file of @labkit.gate.timed cases, in the working tree")
+    g.add_argument("--repo", default=".", help="the repository (default: here)")
+    g.add_argument("--max-time", type=float, default=20.0, help="seconds per case at most (default 20)")
     args = parser.parse_args(argv)
-    print(history(args.ledger))
-    return 0
+    if args.command == "history":
+        print(history(args.ledger))
+        return 0
+    from labkit.gate import gate
+
+    results = gate(args.repo, args.base, args.cases, max_time=args.max_time)
+    for r in results:
+        print(r)
+    failed = [r.case for r in results if r.failed]
+    if failed:
+        print(f"\n{len(failed)} case(s) confidently slower than {args.base} beyond their threshold: "
+              f"{', '.join(failed)}")
+    return 1 if failed else 0

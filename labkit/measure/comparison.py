@@ -57,7 +57,7 @@ from labkit.measure.workers import LocalSide, WorkerSide
 from labkit.progress import LazySteps, refreshing, steps_bar
 from labkit.results import Saveable
 
-__all__ = ["Comparison", "compare", "plan_looks", "verdict_for", "measured_here"]
+__all__ = ["Comparison", "compare", "compare_sides", "plan_looks", "verdict_for", "measured_here"]
 
 #: this process's key for :func:`measured_here`: drawn at import, never saved or shown
 _KEY = secrets.token_bytes(32)
@@ -333,6 +333,31 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
                   est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan),
                   gc_counts=(tuple(counts[0]), tuple(counts[1])), gc_ns=(tuple(gc_ns[0]), tuple(gc_ns[1])),
                   gc_mode=gc_mode)
+
+
+def compare_sides(sides: list[Any], names: tuple[str, str], *, rounds: int = 30, max_rounds: int | None = None,
+                  max_time: float = 3.0, min_effect: float = 0.05, alpha: float = 0.05, seed: int = 0,
+                  progress: bool | None = None) -> Comparison:
+    """:func:`compare` for two sides that time themselves — objects with ``warm()``, ``sample(r)`` and
+    ``close()`` as :mod:`labkit.measure.workers`' sides have (``labkit.gate`` runs each in a tree of its own) —
+    with the same interleaving, planned looks and verdict. The sides are closed at the end."""
+    max_rounds = rounds * 4 if max_rounds is None else max_rounds
+    clock = time.perf_counter_ns
+    try:
+        run = _interleaved(sides, rounds, max_rounds, max_time, alpha, min_effect, clock, seed, progress)
+    finally:
+        for side in sides:
+            side.close()
+    samples, loops, warm, est, plan, look, counts, gc_ns, cut = run
+    na, nb = names
+    ra, rb = (_result(n, samples[k], loops[k], warm[k], more="max_rounds=", loops_hint="min_sample_time=",
+                      interleaved=True) for k, n in enumerate(names))
+    warnings = _named(na, ra.warnings, nb, rb.warnings)
+    if cut is not None:
+        warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned",)
+    return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha, warnings, seed,
+                  est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan),
+                  gc_counts=(tuple(counts[0]), tuple(counts[1])), gc_ns=(tuple(gc_ns[0]), tuple(gc_ns[1])))
 
 
 def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float, alpha: float, min_effect: float,
