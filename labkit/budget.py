@@ -28,7 +28,9 @@ import contextlib
 import datetime as dt
 import http.client
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +38,7 @@ from typing import Any
 
 from labkit.errors import BadInputError
 
-__all__ = ["BudgetExceeded", "Counted", "EXACT", "MEMORY", "append", "history", "within"]
+__all__ = ["BudgetExceeded", "Counted", "EXACT", "MEMORY", "append", "append_times", "export_asv", "history", "within"]
 
 #: budgets that are exact: no tolerance
 EXACT = ("queries", "http")
@@ -183,34 +185,47 @@ class within:  # noqa: N801 - a context manager used like a function: `with with
 
 
 def _revision(folder: Path) -> str:
-    """The git commit checked out in *folder* (short), or "" outside a repository."""
+    """The git commit checked out in *folder*, or "" outside a repository."""
     try:
-        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def append(ledger: str | Path, name: str, counted: Counted) -> None:
-    """Append one line per budgeted kind of *counted* to the drift ledger (JSON lines, kept in the repository):
-    when, at which commit, which test, the value, the figure and whether it passed."""
+def _write(ledger: str | Path, rows: list[dict[str, Any]]) -> None:
     path = Path(ledger)
     path.parent.mkdir(parents=True, exist_ok=True)
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rev = _revision(path.resolve().parent)
-    broken = set(counted.broken)
     with path.open("a", encoding="utf-8") as f:
-        for kind, value in counted.values.items():
-            f.write(json.dumps({"at": at, "rev": rev, "test": name, "kind": kind, "value": value,
-                                "figure": counted.budgets[kind],
-                                "tolerance": 0.0 if kind in EXACT else counted.tolerance,
-                                "passed": kind not in broken}) + "\n")
+        for row in rows:
+            f.write(json.dumps({"at": at, "rev": rev, **row}) + "\n")
 
 
-def history(ledger: str | Path) -> str:
-    """The ledger read back: for each test and kind, its first and last value, and every change of its figure
-    (a raised budget shows when, and at which commit)."""
+def append(ledger: str | Path, name: str, counted: Counted) -> None:
+    """Append one line per budgeted kind of *counted* to the drift ledger (JSON lines, kept in the repository):
+    when, at which commit, which test, the value, the figure and whether it passed."""
+    broken = set(counted.broken)
+    _write(ledger, [{"test": name, "kind": kind, "value": value, "figure": counted.budgets[kind],
+                     "tolerance": 0.0 if kind in EXACT else counted.tolerance, "passed": kind not in broken}
+                    for kind, value in counted.values.items()])
+
+
+def append_times(ledger: str | Path, base: str, results: list[Any]) -> None:
+    """Append the time gate's results (:class:`labkit.gate.GateResult`): kind ``time``, the ratio tree / base as
+    the value, its interval, the threshold as the figure."""
+    _write(ledger, [{"test": r.case, "kind": "time", "value": round(r.ratio, 4), "ci": [round(x, 4) for x in r.ci],
+                     "figure": r.threshold, "base": base, "verdict": r.verdict, "passed": not r.failed}
+                    for r in results])
+
+
+def _num(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:.3f}"
+
+
+def _read(ledger: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
     path = Path(ledger)
     if not path.is_file():
         raise BadInputError(f"no ledger at {path}: run the tests with --budget-ledger={path} first")
@@ -221,17 +236,68 @@ def history(ledger: str | Path) -> str:
         try:
             row = json.loads(line)
             key = (str(row["test"]), str(row["kind"]))
+            missing = {"value", "figure", "rev", "at"} - set(row)
+            if missing:
+                raise KeyError(", ".join(sorted(missing)))
         except (ValueError, KeyError, TypeError) as e:
-            raise BadInputError(f"{path}, line {n}, is not a ledger line ({e}): the ledger is JSON lines written "
-                                "by labkit.budget.append; remove or mend that line") from e
+            raise BadInputError(f"{path}, line {n}, is not a ledger line ({type(e).__name__}: {e}): the ledger is "
+                                "JSON lines written by labkit.budget; remove or mend that line") from e
         series.setdefault(key, []).append(row)
+    return series
+
+
+def history(ledger: str | Path) -> str:
+    """The ledger read back: for each test and kind, its first and last value, and every change of its figure
+    (a raised budget shows when, and at which commit)."""
+    series = _read(ledger)
     out = []
     for (test, kind), rows in sorted(series.items()):
         first, last = rows[0], rows[-1]
-        out.append(f"{test} {kind}: {len(rows)} runs, {first['value']:,} at {first['rev'] or '?'} → "
-                   f"{last['value']:,} at {last['rev'] or '?'} (figure {last['figure']:,})")
+        out.append(f"{test} {kind}: {len(rows)} runs, {_num(first['value'])} at {first['rev'][:10] or '?'} → "
+                   f"{_num(last['value'])} at {last['rev'][:10] or '?'} (figure {_num(last['figure'])})")
         for before, after in zip(rows, rows[1:], strict=False):
             if after["figure"] != before["figure"]:
                 out.append(f"    figure {'raised' if after['figure'] > before['figure'] else 'lowered'} "
-                           f"{before['figure']:,} → {after['figure']:,} at {after['rev'] or '?'} ({after['at']})")
-    return "\n".join(out) if out else f"{path} holds no runs yet"
+                           f"{_num(before['figure'])} → {_num(after['figure'])} at {after['rev'][:10] or '?'} "
+                           f"({after['at']})")
+    return "\n".join(out) if out else f"{ledger} holds no runs yet"
+
+
+_UNITS = {"queries": "queries", "http": "requests", "allocations": "allocations", "allocated_bytes": "bytes",
+          "peak_bytes": "bytes", "time": "ratio"}
+
+
+def export_asv(ledger: str | Path, folder: str | Path, machine: str = "") -> Path:
+    """Write the ledger as an asv results folder (``results/<machine>/…``): one "track" benchmark per test and
+    kind, one results file per commit (its last value there), in the format asv's results loader reads.
+    Lines with no commit (a ledger written outside git) are left out. Returns the machine's folder."""
+    import platform
+
+    series = _read(ledger)
+    machine = machine or platform.node() or "labkit"
+    root = Path(folder)
+    where = root / machine
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "machine.json").write_text(json.dumps({
+        "machine": machine, "os": platform.platform(), "arch": platform.machine(), "cpu": platform.processor(),
+        "num_cpu": str(os.cpu_count() or ""), "ram": "", "version": 1}, indent=1), encoding="utf-8")
+    names = {(test, kind): f"labkit_budget.{kind}.{test}" for test, kind in series}
+    (root / "benchmarks.json").write_text(json.dumps({**{name: {
+        "name": name, "type": "track", "unit": _UNITS.get(kind, kind), "version": "1", "param_names": [],
+        "params": [], "timeout": 60} for (_, kind), name in names.items()}, "version": 2}, indent=1),
+        encoding="utf-8")
+    by_rev: dict[str, dict[str, Any]] = {}
+    dates: dict[str, int] = {}
+    for key, rows in series.items():
+        for row in rows:
+            if row["rev"]:
+                by_rev.setdefault(row["rev"], {})[names[key]] = [[row["value"]], []]
+                dates[row["rev"]] = int(dt.datetime.fromisoformat(row["at"]).timestamp() * 1000)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for rev, results in by_rev.items():
+        (where / f"{rev[:8]}-labkit.json").write_text(json.dumps({
+            "commit_hash": rev, "env_name": "labkit", "date": dates[rev],
+            "params": {"machine": machine, "python": python}, "python": python, "requirements": {},
+            "env_vars": {}, "result_columns": ["result", "params"], "results": results, "durations": {}, "version": 2}),
+            encoding="utf-8")
+    return where

@@ -111,6 +111,18 @@ def test_the_fixture_fails_one_over_keeps_a_ledger_and_the_cli_shows_a_raised_fi
     assert shown.returncode == 0, shown.stderr
     assert "test_example.py::test_export queries: 2 runs, 3 at" in shown.stdout
     assert "figure raised 2 → 3 at" in shown.stdout
+    # the asv export: one results file per commit, which asv's own loader reads back with the values
+    from asv.results import Results
+
+    out = subprocess.run([sys.executable, "-m", "labkit", "budget", "export-asv", str(ledger),
+                          str(tmp_path / "results"), "--machine", "ci"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    files = sorted((tmp_path / "results" / "ci").glob("*-labkit.json"))
+    assert len(files) == 2
+    loaded = [Results.load(str(f)) for f in files]
+    name = "labkit_budget.queries.test_example.py::test_export"
+    assert sorted(r.get_result_value(name, []) for r in loaded) == [[3], [3]]
+    assert {r.commit_hash for r in loaded} == {line.split('"rev": "')[1][:40] for line in rows}
     missing = subprocess.run([sys.executable, "-m", "labkit", "budget", "history", str(tmp_path / "none.jsonl")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no ledger at" in missing.stderr
@@ -150,6 +162,10 @@ def test_the_time_gate_passes_a_docs_change_fails_a_gross_slowdown_and_refuses_a
     code.write_text("def work(n):\n    return sum(i * i for i in range(n)) + sum(i * i for i in range(2 * n))\n")
     [slow] = gate(repo, "HEAD", "perf_cases.py", max_time=5)
     assert slow.failed and slow.ci[0] > 1.10, slow
+    from labkit.budget import append_times, history
+
+    append_times(tmp_path / "ledger.jsonl", "HEAD", [same, slow])
+    assert "squares time: 2 runs" in history(tmp_path / "ledger.jsonl")
     with pytest.raises(BadInputError, match="rev-parse"):
         gate(repo, "no-such-branch", "perf_cases.py")
     with pytest.raises(BadInputError, match="no cases file"):

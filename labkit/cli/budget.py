@@ -19,15 +19,29 @@ def main(argv: list[str]) -> int:
     g.add_argument("--cases", required=True, help="the file of @labkit.gate.timed cases, in the working tree")
     g.add_argument("--repo", default=".", help="the repository (default: here)")
     g.add_argument("--max-time", type=float, default=20.0, help="seconds per case at most (default 20)")
+    g.add_argument("--ledger", default=None, help="append each case's ratio and verdict to this drift ledger")
+    e = sub.add_parser("export-asv", help="write the ledger as an asv results folder (asv publish reads it)")
+    e.add_argument("ledger")
+    e.add_argument("folder", help="the asv results folder to write (results_dir of asv.conf.json)")
+    e.add_argument("--machine", default="", help="the machine's name in asv (default: this host's)")
     args = parser.parse_args(argv)
     if args.command == "history":
         print(history(args.ledger))
+        return 0
+    if args.command == "export-asv":
+        from labkit.budget import export_asv
+
+        print(f"wrote {export_asv(args.ledger, args.folder, args.machine)}")
         return 0
     from labkit.gate import gate
 
     results = gate(args.repo, args.base, args.cases, max_time=args.max_time)
     for r in results:
         print(r)
+    if args.ledger:
+        from labkit.budget import append_times
+
+        append_times(args.ledger, args.base, results)
     failed = [r.case for r in results if r.failed]
     if failed:
         print(f"\n{len(failed)} case(s) confidently slower than {args.base} beyond their threshold: "
