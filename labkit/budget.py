@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import http.client
 import json
 import os
@@ -184,8 +185,10 @@ class within:  # noqa: N801 - a context manager used like a function: `with with
             raise BudgetExceeded(counted)
 
 
+@functools.cache
 def _revision(folder: Path) -> str:
-    """The git commit checked out in *folder*, or "" outside a repository."""
+    """The git commit checked out in *folder*, or "" outside a repository — asked once per folder and process (a
+    pytest run appends a row per block, all at one commit)."""
     try:
         out = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10)

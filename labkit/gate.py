@@ -126,19 +126,20 @@ def _worker(cases: str, case: str) -> int:
     return 0
 
 
-def _import_path(tree: Path) -> str:
-    return str(tree / "src") if (tree / "src").is_dir() else str(tree)
+def _worker_env(tree: Path) -> dict[str, str]:
+    """The environment of a worker importing the project from *tree* (its ``src/`` when it has one) ahead of
+    whatever PYTHONPATH already names."""
+    found = str(tree / "src") if (tree / "src").is_dir() else str(tree)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([found, *filter(None, [os.environ.get("PYTHONPATH")])]))
 
 
 class _TreeSide:
     """One side of the comparison: a worker importing the project from *tree*; its samples times *scale*."""
 
     def __init__(self, tree: Path, cases: Path, case: str, scale: float = 1.0) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([_import_path(tree), *filter(None, [
-            os.environ.get("PYTHONPATH")])]))
         self.tree, self.scale, self.full = tree, scale, 0
         self.proc = subprocess.Popen([sys.executable, "-P", "-m", "labkit.gate", str(cases), case], cwd=tree,
-                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=_worker_env(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
 
     def _ask(self, op: str, r: int = 0) -> Any:
@@ -184,7 +185,7 @@ def _git(repo: Path, *args: str) -> str:
 
 def _cases_in(tree: Path, cases: Path) -> dict[str, float]:
     side = subprocess.run([sys.executable, "-P", "-m", "labkit.gate", str(cases), ""], cwd=tree,
-                          env=dict(os.environ, PYTHONPATH=_import_path(tree)), capture_output=True, text=True,
+                          env=_worker_env(tree), capture_output=True, text=True,
                           timeout=120)
     if side.returncode != 0:
         raise BadInputError(f"{cases} could not be loaded:\n" + "\n".join(side.stderr.strip().splitlines()[-8:]))

@@ -26,6 +26,7 @@ tracing also slows the code it watches.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import statistics
@@ -174,12 +175,17 @@ def _read(path: Path | None) -> tuple[int, int]:
     return calls, size
 
 
+_PLUMBING = (__file__, contextlib.__file__)  # the census's own start and stop: its overhead, subtracted already
+
+
 def _line_of(record: Any) -> str:
     """The first calling line of an allocation outside the standard library, site-packages and labkit's own
-    plumbing (the innermost frame when all of them are)."""
+    plumbing (the innermost frame when all of them are); "" for the census's own start and stop."""
     from labkit.nplusone.sites import is_library
 
-    frames = record.stack_trace()
+    frames = [f for f in record.stack_trace() if f[1] not in _PLUMBING]
+    if not frames and record.stack_trace():
+        return ""
     for _function, filename, lineno in frames:
         if not is_library(filename):
             return f"{filename}:{lineno}"
@@ -189,8 +195,8 @@ def _line_of(record: Any) -> str:
 def _top(records: Any, n: int, frees: frozenset[int]) -> tuple[tuple[str, int, int], ...]:
     by_line: dict[str, list[int]] = {}
     for r in records:
-        if int(r.allocator) not in frees:
-            tally = by_line.setdefault(_line_of(r), [0, 0])
+        if int(r.allocator) not in frees and (line := _line_of(r)):
+            tally = by_line.setdefault(line, [0, 0])
             tally[0] += r.n_allocations
             tally[1] += r.size
     ranked = sorted(by_line.items(), key=lambda kv: kv[1][1], reverse=True)[:n]

@@ -314,25 +314,11 @@ def compare(baseline: Any, candidate: Any, *args: Any, names: tuple[str, str] | 
         finally:
             for side in sides:
                 side.close()
-    samples, loops, warm, est, plan, look, counts, gc_ns, cut = run
     na, nb = names or (getattr(baseline, "__name__", "baseline"), getattr(candidate, "__name__", "candidate"))
     if na == nb:
         na, nb = f"{na} (baseline)", f"{nb} (candidate)"
     hint = "min_sample_time=" if inputs is None else "the size of what inputs= makes"
-    # a side's wide spread points at the collector only where the collector's share could explain it
-    ra, rb = (_result(n, samples[k], loops[k], warm[k], more="max_rounds=", loops_hint=hint, interleaved=True,
-                      collections=sum(c > 0 for c in counts[k]) if _gc_explains(samples[k], gc_ns[k]) else 0)
-              for k, n in enumerate((na, nb)))
-    warnings = _named(na, ra.warnings, nb, rb.warnings)
-    warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, full)
-    if cut is not None:
-        warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned: the verdict "
-                     f"rests on {cut[0]} rounds; raise max_time= for more, or make one call cheaper (a smaller "
-                     "input)",)
-    return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha, warnings, seed,
-                  est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan),
-                  gc_counts=(tuple(counts[0]), tuple(counts[1])), gc_ns=(tuple(gc_ns[0]), tuple(gc_ns[1])),
-                  gc_mode=gc_mode)
+    return _concluded(run, na, nb, hint, gc_mode, full, max_time, min_effect, alpha, seed)
 
 
 def compare_sides(sides: list[Any], names: tuple[str, str], *, rounds: int = 30, max_rounds: int | None = None,
@@ -348,16 +334,29 @@ def compare_sides(sides: list[Any], names: tuple[str, str], *, rounds: int = 30,
     finally:
         for side in sides:
             side.close()
+    full = sum(getattr(side, "full", 0) for side in sides)
+    return _concluded(run, *names, "min_sample_time=", "as-is", full, max_time, min_effect, alpha, seed)
+
+
+def _concluded(run: Any, na: str, nb: str, hint: str, gc_mode: str, full: int, max_time: float, min_effect: float,
+               alpha: float, seed: int) -> Comparison:
+    """The comparison from an interleaved run: each side's result and warnings, the collector's, the cut, the
+    verdict."""
     samples, loops, warm, est, plan, look, counts, gc_ns, cut = run
-    na, nb = names
-    ra, rb = (_result(n, samples[k], loops[k], warm[k], more="max_rounds=", loops_hint="min_sample_time=",
-                      interleaved=True) for k, n in enumerate(names))
+    # a side's wide spread points at the collector only where the collector's share could explain it
+    ra, rb = (_result(n, samples[k], loops[k], warm[k], more="max_rounds=", loops_hint=hint, interleaved=True,
+                      collections=sum(c > 0 for c in counts[k]) if _gc_explains(samples[k], gc_ns[k]) else 0)
+              for k, n in enumerate((na, nb)))
     warnings = _named(na, ra.warnings, nb, rb.warnings)
+    warnings += _gc_warnings((na, nb), samples, counts, gc_ns, gc_mode, full)
     if cut is not None:
-        warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned",)
+        warnings += (f"max_time={max_time:g} s ran out after {cut[0]} of the {cut[1]} rounds planned: the verdict "
+                     f"rests on {cut[0]} rounds; raise max_time= for more, or make one call cheaper (a smaller "
+                     "input)",)
     return _build(na, nb, np.asarray(samples[0]), np.asarray(samples[1]), True, min_effect, alpha, warnings, seed,
                   est=est, alpha_look=plan[look - 1][1], look=look, looks=len(plan),
-                  gc_counts=(tuple(counts[0]), tuple(counts[1])), gc_ns=(tuple(gc_ns[0]), tuple(gc_ns[1])))
+                  gc_counts=(tuple(counts[0]), tuple(counts[1])), gc_ns=(tuple(gc_ns[0]), tuple(gc_ns[1])),
+                  gc_mode=gc_mode)
 
 
 def _interleaved(sides: list[Any], rounds: int, max_rounds: int, max_time: float, alpha: float, min_effect: float,
