@@ -126,20 +126,56 @@ def _worker(cases: str, case: str) -> int:
     return 0
 
 
-def _worker_env(tree: Path) -> dict[str, str]:
-    """The environment of a worker importing the project from *tree* (its ``src/`` when it has one) ahead of
-    whatever PYTHONPATH already names."""
-    found = str(tree / "src") if (tree / "src").is_dir() else str(tree)
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([found, *filter(None, [os.environ.get("PYTHONPATH")])]))
+def _worker_env(found: Path) -> dict[str, str]:
+    """The environment of a worker importing the project from *found* ahead of whatever PYTHONPATH names."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(found), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+
+def _installable(tree: Path) -> bool:
+    return (tree / "pyproject.toml").is_file() or (tree / "setup.py").is_file()
+
+
+def _import_root(tree: Path, into: Path | None) -> Path:
+    """Where a worker imports *tree*'s project from: the folder *tree* was installed into, else its ``src/`` when
+    it has one, else its root."""
+    if into is not None:
+        return into
+    return tree / "src" if (tree / "src").is_dir() else tree
+
+
+def _copy_of(repo: Path, dest: Path) -> Path:
+    """The working tree's files as git sees them (tracked, and untracked but not ignored) copied to *dest*, so a
+    build leaves its ``build/`` and ``*.egg-info`` there, not in the user's working tree."""
+    for name in _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0"):
+        if name and (repo / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / name, dest / name)
+    return dest
+
+
+def _install(tree: Path, into: Path) -> Path:
+    """Build and install *tree*'s project (its compiled parts too) into the folder *into*, without its
+    dependencies (those are this environment's) and without build isolation (the build backend must be
+    installed here, as it is in the job that built the project)."""
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                           "--no-input", "--target", str(into), str(tree)], capture_output=True, text=True,
+                          timeout=1800)
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
+        raise BadInputError(
+            f"could not install {tree} to time it (pip install --no-deps --no-build-isolation --target):\n{tail}\n"
+            "install the project's build requirements in this environment (e.g. pip install setuptools), or "
+            "pass --no-install to import the project from the tree's source instead")
+    return into
 
 
 class _TreeSide:
     """One side of the comparison: a worker importing the project from *tree*; its samples times *scale*."""
 
-    def __init__(self, tree: Path, cases: Path, case: str, scale: float = 1.0) -> None:
+    def __init__(self, tree: Path, found: Path, cases: Path, case: str, scale: float = 1.0) -> None:
         self.tree, self.scale, self.full = tree, scale, 0
         self.proc = subprocess.Popen([sys.executable, "-P", "-m", "labkit.gate", str(cases), case], cwd=tree,
-                                     env=_worker_env(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=_worker_env(found), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
 
     def _ask(self, op: str, r: int = 0) -> Any:
@@ -183,9 +219,9 @@ def _git(repo: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
-def _cases_in(tree: Path, cases: Path) -> dict[str, float]:
+def _cases_in(tree: Path, found: Path, cases: Path) -> dict[str, float]:
     side = subprocess.run([sys.executable, "-P", "-m", "labkit.gate", str(cases), ""], cwd=tree,
-                          env=_worker_env(tree), capture_output=True, text=True,
+                          env=_worker_env(found), capture_output=True, text=True,
                           timeout=120)
     if side.returncode != 0:
         raise BadInputError(f"{cases} could not be loaded:\n" + "\n".join(side.stderr.strip().splitlines()[-8:]))
@@ -197,9 +233,14 @@ def _cases_in(tree: Path, cases: Path) -> dict[str, float]:
 
 
 def gate(repo: str | Path, base: str, cases: str | Path, *, max_time: float = 20.0, rounds: int = 20,
-         alpha: float = 0.05, seed: int = 0, progress: bool | None = False) -> list[GateResult]:
+         alpha: float = 0.05, seed: int = 0, progress: bool | None = False,
+         install: bool | None = None) -> list[GateResult]:
     """Time every case of *cases* (a file of the working tree) on the base revision and on the working tree,
-    interleaved, and say for each whether the tree is confidently slower beyond its threshold."""
+    interleaved, and say for each whether the tree is confidently slower beyond its threshold.
+
+    ``install``: build and install each tree's project into a folder of its own (``pip install --no-deps
+    --no-build-isolation --target``), so compiled parts are timed as built from that tree; by default, when the
+    working tree has a ``pyproject.toml`` or ``setup.py``. ``False`` imports each tree's source as it stands."""
     from labkit.measure.comparison import compare_sides
 
     repo = Path(repo).resolve()
@@ -208,14 +249,19 @@ def gate(repo: str | Path, base: str, cases: str | Path, *, max_time: float = 20
     if not cases.is_file():
         raise BadInputError(f"no cases file at {cases}: declare the timed cases there (see labkit.gate)")
     sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
-    found = _cases_in(repo, cases)
+    install = _installable(repo) if install is None else bool(install)
     work = Path(tempfile.mkdtemp(prefix="labkit-gate-"))
     base_tree = work / f"base-{sha[:10]}"
-    _git(repo, "worktree", "add", "--detach", "--quiet", str(base_tree), sha)
     results = []
     try:
+        _git(repo, "worktree", "add", "--detach", "--quiet", str(base_tree), sha)
+        built = {base_tree: base_tree, repo: _copy_of(repo, work / "tree")} if install else {}
+        roots = {t: _import_root(t, _install(built[t], work / f"site-{i}") if install else None)
+                 for i, t in enumerate((base_tree, repo))}
+        found = _cases_in(repo, roots[repo], cases)
         for case, threshold in found.items():
-            sides = [_TreeSide(base_tree, cases, case, 1 + threshold), _TreeSide(repo, cases, case)]
+            sides = [_TreeSide(base_tree, roots[base_tree], cases, case, 1 + threshold),
+                     _TreeSide(repo, roots[repo], cases, case)]
             c = compare_sides(sides, (f"base {sha[:10]}", "tree"), rounds=rounds, max_time=max_time,
                               min_effect=0.01, alpha=alpha, seed=seed, progress=progress)
             scale = 1 + threshold

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 
 import pytest
@@ -63,6 +64,7 @@ def test_misuse_is_refused_before_anything_runs(conn):
 
 
 EXAMPLE_TEST = '''
+import shutil
 import sqlite3
 
 
@@ -123,6 +125,20 @@ def test_the_fixture_fails_one_over_keeps_a_ledger_and_the_cli_shows_a_raised_fi
     name = "labkit_budget.queries.test_example.py::test_export"
     assert sorted(r.get_result_value(name, []) for r in loaded) == [[3], [3]]
     assert {r.commit_hash for r in loaded} == {line.split('"rev": "')[1][:40] for line in rows}
+    # and asv publish draws it: one point per commit, on the repository's branch
+    import json
+
+    branch = subprocess.run(["git", "-C", str(repo), "branch", "--show-current"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text(json.dumps({"version": 1, "project": "shop", "repo": str(repo), "branches": [branch],
+                                "results_dir": str(tmp_path / "results"), "html_dir": str(tmp_path / "html"),
+                                "environment_type": "existing"}))
+    published = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(conf)], capture_output=True,
+                               text=True, timeout=120)
+    assert published.returncode == 0, published.stdout + published.stderr
+    [graph] = (tmp_path / "html" / "graphs" / f"branch-{branch}").rglob(f"{name.replace('::', '__')}.json")
+    assert json.loads(graph.read_text()) == [[0, 3.0], [1, 3.0]]
     missing = subprocess.run([sys.executable, "-m", "labkit", "budget", "history", str(tmp_path / "none.jsonl")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no ledger at" in missing.stderr
@@ -173,3 +189,69 @@ def test_the_time_gate_passes_a_docs_change_fails_a_gross_slowdown_and_refuses_a
     (repo / "empty_cases.py").write_text("x = 1\n")
     with pytest.raises(BadInputError, match="declares no timed case"):
         gate(repo, "HEAD", "empty_cases.py")
+
+
+EXTENSION = '''
+#include <Python.h>
+static PyObject *work(PyObject *self, PyObject *arg) {
+    long n = PyLong_AsLong(arg); volatile double s = 0;
+    for (long r = 0; r < REPEAT; r++) for (long i = 0; i < n; i++) s += (double)i * i;
+    return PyFloat_FromDouble(s);
+}
+static PyMethodDef methods[] = {{"work", work, METH_O, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__fast(void) {
+    PyObject *m = PyModule_Create(&module);
+    PyModule_AddIntConstant(m, "REPEAT", REPEAT);
+    return m;
+}
+'''
+
+SETUP = '''
+from setuptools import Extension, setup
+setup(name="fastshop", version="0", packages=["fastshop"], ext_modules=[Extension("fastshop._fast", ["fast.c"])])
+'''
+
+C_CASES = '''
+from labkit.gate import timed
+
+
+@timed(threshold=0.10)
+def compiled():
+    from fastshop._fast import work
+    return lambda: work(200000)
+'''
+
+
+@pytest.mark.slow  # compiles a C extension in each tree
+@pytest.mark.skipif(not shutil.which("cc"), reason="needs a C compiler")
+def test_the_gate_builds_each_tree_so_a_compiled_slowdown_fails(tmp_path):
+    import subprocess
+    import sys
+
+    from labkit.gate import _copy_of, _import_root, _install, _worker_env, gate
+
+    repo = tmp_path / "fastshop"
+    (repo / "fastshop").mkdir(parents=True)
+    (repo / "fastshop" / "__init__.py").write_text("")
+    (repo / "setup.py").write_text(SETUP)
+    (repo / "perf_cases.py").write_text(C_CASES)
+    (repo / "fast.c").write_text("#define REPEAT 1\n" + EXTENSION)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (repo / "fast.c").write_text("#define REPEAT 3\n" + EXTENSION)  # the tree's build does the work three times
+
+    [slow] = gate(repo, "HEAD", "perf_cases.py", max_time=5)
+    assert slow.failed and slow.ci[0] > 1.10, slow
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "fast.c", "fastshop", "perf_cases.py", "setup.py"]
+
+    # each tree's build is what its worker imports: the tree's constant, not the base's, and not the source's
+    root = _import_root(repo, _install(_copy_of(repo, tmp_path / "copy"), tmp_path / "site"))
+    shown = subprocess.run([sys.executable, "-P", "-c", "import fastshop._fast as f; print(f.REPEAT, f.__file__)"],
+                           cwd=tmp_path, env=_worker_env(root), capture_output=True, text=True, timeout=60)
+    assert shown.stdout.split()[0] == "3" and shown.stdout.split()[1].startswith(str(tmp_path / "site"))
+    with pytest.raises(BadInputError, match="no-install"):
+        (repo / "fast.c").write_text("this is not C\n")
+        gate(repo, "HEAD", "perf_cases.py", max_time=5)

@@ -19,6 +19,9 @@ def main(argv: list[str]) -> int:
     g.add_argument("--cases", required=True, help="the file of @labkit.gate.timed cases, in the working tree")
     g.add_argument("--repo", default=".", help="the repository (default: here)")
     g.add_argument("--max-time", type=float, default=20.0, help="seconds per case at most (default 20)")
+    g.add_argument("--install", action=argparse.BooleanOptionalAction, default=None,
+                   help="build and install each tree's project before timing it (default: when the repository "
+                        "has a pyproject.toml or setup.py); --no-install imports each tree's source")
     g.add_argument("--ledger", default=None, help="append each case's ratio and verdict to this drift ledger")
     e = sub.add_parser("export-asv", help="write the ledger as an asv results folder (asv publish reads it)")
     e.add_argument("ledger")
@@ -35,7 +38,7 @@ def main(argv: list[str]) -> int:
         return 0
     from labkit.gate import gate
 
-    results = gate(args.repo, args.base, args.cases, max_time=args.max_time)
+    results = gate(args.repo, args.base, args.cases, max_time=args.max_time, install=args.install)
     for r in results:
         print(r)
     if args.ledger:
