@@ -68,13 +68,16 @@ class Service:
 
     def __init__(self, url: str, catalog_url: str, procs: dict[str, subprocess.Popen], log_dir: Path,
                  variants: dict[str, Any], db_path: Path, start_s: float,
-                 relaunch: Callable[[], subprocess.Popen] | None = None) -> None:
+                 relaunch: Callable[[], subprocess.Popen] | None = None, postgres: Any = None) -> None:
         self.url, self.catalog_url = url, catalog_url
+        #: with ``db=postgres``: the :class:`labkit.toyshop.backends.Postgres` the order service queries (stopped
+        #: with the service; ``svc.postgres.kill()`` is an outage it recovers from)
+        self.postgres = postgres
         self.pid = procs["app"].pid
         self.variants, self.db_path, self.start_s = variants, db_path, start_s
         self.log_dir = log_dir
         self._procs = procs
-        self._keeper = _Keeper(procs, log_dir, relaunch)
+        self._keeper = _Keeper(procs, log_dir, relaunch, postgres)
         self._finalizer = weakref.finalize(self, self._keeper.stop_all, 5.0)
 
     @property
@@ -146,8 +149,8 @@ class _Keeper:
     """Restarts the catalog when it dies (a thread blocked in ``wait()`` on it: no polling) until stopped."""
 
     def __init__(self, procs: dict[str, subprocess.Popen], log_dir: Path,
-                 relaunch: Callable[[], subprocess.Popen] | None) -> None:
-        self.procs, self.log_dir, self.relaunch = procs, log_dir, relaunch
+                 relaunch: Callable[[], subprocess.Popen] | None, server: Any = None) -> None:
+        self.procs, self.log_dir, self.relaunch, self.server = procs, log_dir, relaunch, server
         self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # a restart and a stop never interleave
@@ -200,6 +203,8 @@ class _Keeper:
         with self._lock:
             procs = list(self.procs.values())
         _terminate(procs, self.log_dir, timeout)
+        if self.server is not None:  # after the order service: no request of its is left to answer
+            self.server.stop(timeout)
 
 
 def _terminate(procs: list[subprocess.Popen], log_dir: Path | None, timeout: float = 5.0) -> None:
@@ -332,7 +337,26 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         raise BadInputError("start() needs catalog_delay_ms >= 0, io_threads >= 1 and max_connections >= 1 "
                             f"(got {catalog_delay_ms}, {io_threads}, {max_connections})")
     db = Path(db_path) if db_path is not None else ensure(size)
-    socks = {"catalog": _listen_socket(catalog_port), "app": _listen_socket(port)}
+    postgres = None
+    if settings["db"] == "postgres":  # a private PostgreSQL, loaded with the dataset before the service starts
+        from labkit.toyshop.backends import Postgres
+
+        postgres = Postgres.start(settings={"max_connections": str(max(100, settings["pool"] + 20))})
+        try:
+            postgres.load(db)
+        except BaseException:
+            postgres.stop(2.0)
+            raise
+    socks: dict[str, socket.socket] = {}
+    try:
+        socks["catalog"] = _listen_socket(catalog_port)
+        socks["app"] = _listen_socket(port)
+    except BaseException:  # a port taken: nothing started is left behind
+        for sock in socks.values():
+            sock.close()
+        if postgres is not None:
+            postgres.stop(1.0)
+        raise
     urls = {role: f"http://127.0.0.1:{s.getsockname()[1]}" for role, s in socks.items()}
     log_dir = Path(tempfile.mkdtemp(prefix="labkit-service-"))
     common = ["--db", str(db), "--parent-pid", str(os.getpid())]
@@ -340,7 +364,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
             "app": ["--role", "app", *(["--db-shared"] if db_path is not None else []),
                     "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
                     "--io-threads", str(io_threads), "--max-connections", str(max_connections),
-                    "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log")]}
+                    "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log"),
+                    *(["--postgres", json.dumps(postgres.conninfo())] if postgres is not None else [])]}
     cpu_set = set(cpus) if cpus is not None else None
     if cpu_set is not None:
         from labkit.measure.machine import can_pin
@@ -375,11 +400,13 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
             procs[role] = launch(role, sock)
     except BaseException:
         _terminate(list(procs.values()), log_dir, 1.0)
+        if postgres is not None:
+            postgres.stop(1.0)
         raise
     finally:
         for sock in socks.values():
             sock.close()
-    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0, relaunch_catalog)
+    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0, relaunch_catalog, postgres)
     deadline = time.monotonic() + timeout
     pending = dict(urls)
     while pending:

@@ -115,7 +115,8 @@ def _reach(catalog: Catalog) -> dict[str, Any]:
 
 
 def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping[str, Any] | None = None,
-               io_threads: int = 4, request_log: Path | str | None = None, immutable: bool = True) -> Starlette:
+               io_threads: int = 4, request_log: Path | str | None = None, immutable: bool = True,
+               postgres: Mapping[str, Any] | None = None) -> Starlette:
     """The order service as a Starlette app.
 
     Args:
@@ -129,13 +130,16 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
         immutable: the file is never written while the service reads it (a dataset labkit built); False for a
             file that may be: then a writer's lock is waited for briefly, and beyond that the request answers 503
             ``database_busy`` (:func:`labkit.toyshop.db.connect`).
+        postgres: with ``db=postgres``, psycopg's keywords for the PostgreSQL database holding the same data
+            (:meth:`labkit.toyshop.backends.Postgres.conninfo`); the SQLite file still names the dataset.
 
     Call ``app.state.service.close()`` when done: it writes the queued log lines and stops the cache.
     """
     settings = resolve(variants)
     if settings["alloc"] == "census" and census_unavailable():
         raise BadInputError(f"variant alloc=census cannot count allocations: {census_unavailable()}")
-    svc = Service(Path(db_path), catalog, settings, io_threads, request_log, immutable)
+    svc = Service(Path(db_path), catalog, settings, io_threads, request_log, immutable,
+                  dict(postgres) if postgres is not None else None)
 
     async def health(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:

@@ -2,6 +2,7 @@
 
     conn = connect()                         # the small dataset, built on first use
     conn = connect(path)                     # any toyshop file, immutable (no locks taken)
+    conn = connect_pg(pg.conninfo())         # the same queries on PostgreSQL (the ``db=postgres`` switch)
     conn = connect(path, immutable=False)    # a file someone may write while we read: locks, a bounded wait
     is_busy(exc)                             # True for "database is locked" (another connection is writing)
 
@@ -21,6 +22,7 @@ since SQLite does most of its work while rows are stepped through.
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,8 @@ from urllib.parse import quote
 from labkit import trace as _trace
 from labkit.errors import LabkitError, ResultsError
 
-__all__ = ["ToyshopConnection", "NotFoundError", "connect", "is_busy", "BUSY_TIMEOUT_S"]
+__all__ = ["ToyshopConnection", "PgConnection", "NotFoundError", "connect", "connect_pg", "is_busy",
+           "is_unreachable", "BUSY_TIMEOUT_S"]
 
 _clock = time.perf_counter_ns
 #: how long a locking reader retries against a writer's lock before "database is locked" (SQLite's busy
@@ -117,3 +120,49 @@ def is_busy(exc: BaseException) -> bool:
     codes; see https://www.sqlite.org/rescode.html)."""
     return isinstance(exc, sqlite3.OperationalError) \
         and exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+class PgConnection:
+    """A psycopg 3 connection that takes toyshop's queries as written for SQLite — ``?`` placeholders, rewritten
+    to psycopg's ``%s`` once per statement text — and times them into the request's ``db`` metric as
+    :class:`ToyshopConnection` does (psycopg fetches a result's rows while executing, so the execute is the whole
+    query). Autocommit: every statement is its own transaction, as SQLite's reads are here."""
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn
+        self._sql: dict[str, str] = {}
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        """Run one statement; timed into the current request's ``db`` metric while a trace is collecting."""
+        query = self._sql.get(sql)
+        if query is None:
+            query = self._sql[sql] = sql.replace("%", "%%").replace("?", "%s")
+        if _trace.current() is None:
+            return self.raw.execute(query, parameters)
+        t0 = _clock()
+        try:
+            return self.raw.execute(query, parameters)
+        finally:
+            _trace.add("db", _clock() - t0, 1)
+
+    @property
+    def closed(self) -> bool:
+        """The connection is closed or was lost (the server stopped): make a new one."""
+        return bool(self.raw.closed or self.raw.broken)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def connect_pg(conninfo: dict[str, Any]) -> PgConnection:
+    """A :class:`PgConnection` to the PostgreSQL that ``conninfo`` names (``Postgres.conninfo()``'s keywords)."""
+    import psycopg
+
+    return PgConnection(psycopg.connect(**conninfo, autocommit=True, connect_timeout=5))
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL out of reach: the server stopped, restarting, or refusing connections
+    (psycopg's ``OperationalError``; the service answers 503 and the next request connects again)."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)

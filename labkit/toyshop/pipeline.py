@@ -9,7 +9,8 @@ the payload (and compresses it with the coding ``Accept-Encoding`` and the ``com
 :func:`labkit.toyshop.negotiate.choose_coding`), writes the access-log line (``log``), and maps errors
 to statuses: :class:`BadParam` → 400 naming the parameter, :class:`labkit.toyshop.db.NotFoundError` → 404,
 :class:`~labkit.toyshop.negotiate.NotAcceptable` → 406, :class:`Overloaded` → 503, a database locked by a
-writer for longer than :data:`labkit.toyshop.db.BUSY_TIMEOUT_S` (:func:`labkit.toyshop.db.is_busy`) → 503, a catalog that does not
+writer for longer than :data:`labkit.toyshop.db.BUSY_TIMEOUT_S` (:func:`labkit.toyshop.db.is_busy`) → 503, PostgreSQL out of reach
+(``db=postgres``, :func:`labkit.toyshop.db.is_unreachable`) → 503, a catalog that does not
 answer (:class:`labkit.errors.ServiceError`) → 502, anything else → 500 with the traceback logged (the fuzz
 tests look for those). Every answer carries ``Server-Timing``, ``X-Variant`` (``compress`` as sent: ``none`` when the client did not
 accept the coding asked for) and ``Vary: Accept, Accept-Encoding``.
@@ -31,7 +32,7 @@ from starlette.responses import Response
 from labkit import trace as _trace
 from labkit.errors import BadInputError, ServiceError
 from labkit.toyshop import faults, gclog
-from labkit.toyshop.db import BUSY_TIMEOUT_S, NotFoundError, is_busy
+from labkit.toyshop.db import BUSY_TIMEOUT_S, NotFoundError, is_busy, is_unreachable
 from labkit.toyshop.negotiate import choose_coding
 from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.switches import PRESETS, REQUEST_SWITCHES
@@ -208,6 +209,10 @@ class Pipeline:
                     status, media = 503, "application/json"
                     body = error_body("database_busy", f"the database is locked by another connection that is "
                                       f"writing it (waited {BUSY_TIMEOUT_S:g} s): {exc}; retry shortly")
+                    headers["Retry-After"] = "1"
+                elif is_unreachable(exc):  # db=postgres and the server is gone: counted, and reconnected next time
+                    status, media = 503, "application/json"
+                    body = error_body("database_unavailable", f"PostgreSQL cannot be reached: {exc}; retry shortly")
                     headers["Retry-After"] = "1"
                 else:  # a bug: answer 500 (the fuzz test looks for these) and log the traceback
                     log.exception("toyshop request failed")

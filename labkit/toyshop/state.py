@@ -1,4 +1,4 @@
-"""The order service's state and how its work runs: settings, per-thread SQLite connections, the pool that
+"""The order service's state and how its work runs: settings, per-thread database connections, the pool that
 runs the blocking work (its ``wait``, the ``queue`` limit, ``hop=inline``), the catalog the switches pick, the
 caches, the heap snapshot and the collector's switches. The endpoints that use it are :mod:`labkit.toyshop.app`.
 """
@@ -22,7 +22,7 @@ from labkit.errors import BadInputError
 from labkit.looplag import LagMonitor
 from labkit.toyshop import faults
 from labkit.toyshop.catalog import Catalog, RemoteCatalog
-from labkit.toyshop.db import ToyshopConnection, connect
+from labkit.toyshop.db import ToyshopConnection, connect, connect_pg
 from labkit.toyshop.heap import StockHeap
 from labkit.toyshop.inflight import Counts
 from labkit.toyshop.pipeline import BadParam, Overloaded, Pipeline
@@ -57,8 +57,13 @@ class Service:
     """The app's state: settings, per-thread SQLite connections, the catalog client, caches."""
 
     def __init__(self, db_path: Path, catalog: RemoteCatalog, settings: dict[str, Any], io_threads: int,
-                 request_log: Path | str | None = None, immutable: bool = True) -> None:
+                 request_log: Path | str | None = None, immutable: bool = True,
+                 postgres: dict[str, Any] | None = None) -> None:
         self.db_path, self.catalog, self.settings, self.immutable = db_path, catalog, settings, immutable
+        if (settings["db"] == "postgres") != (postgres is not None):
+            raise BadInputError("db=postgres needs the PostgreSQL to query (postgres=conninfo), and only it does: "
+                                "start the service with labkit.service.start(variants={'db': 'postgres'})")
+        self.postgres = postgres  # db=postgres: psycopg's keywords for the loaded database
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
         self._local = threading.local()
         self._limiter: anyio.CapacityLimiter | None = None
@@ -110,9 +115,13 @@ class Service:
         return self._lag
 
     def conn(self) -> ToyshopConnection:
+        """This thread's connection: to the SQLite file, or with ``db=postgres`` to PostgreSQL — one per pool
+        thread, so the ``pool`` switch sizes PostgreSQL's connections too; one lost with its server is replaced
+        by the next request."""
         conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect(self.db_path, immutable=self.immutable)
+        if conn is None or (self.postgres is not None and conn.closed):
+            conn = self._local.conn = connect(self.db_path, immutable=self.immutable) if self.postgres is None \
+                else connect_pg(self.postgres)
         return conn
 
     def _load_config(self, key: str) -> str | None:

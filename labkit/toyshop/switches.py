@@ -164,6 +164,10 @@ TABLE: tuple[Switch, ...] = (
                                           "the collector tracks); flat: the same rows in NumPy arrays (nothing "
                                           "for it to traverse)", ("none", "objects", "flat"),
            acts_in=("state",)),
+    Switch("db", _P, "02_nplusone", "where the order service's queries go: the SQLite file, in the process; or a "
+                                    "private PostgreSQL that labkit starts and loads with the dataset, over its "
+                                    "Unix socket, one connection per pool thread", ("sqlite", "postgres"),
+           acts_in=("state",)),
     Switch("pool", _P, "07_tail_latency", "threads that run the blocking SQLite work", range=(1, 1024),
            default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work",
            acts_in=("state",)),
