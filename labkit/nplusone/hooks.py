@@ -124,8 +124,11 @@ class _DjangoTap(Tap):
 
 
 def hooked(target: Any) -> Any:
-    """The object a hook tap attaches to: an AsyncEngine's sync engine, the calling thread's Django connection
-    behind ``django.db.connection`` (a proxy); *target* itself otherwise."""
+    """The object a tap attaches to: an AsyncEngine's sync engine, the calling thread's Django connection
+    behind ``django.db.connection`` (a proxy), the psycopg connection inside toyshop's
+    :class:`labkit.toyshop.db.PgConnection` (its ``raw``); *target* itself otherwise."""
+    if "psycopg" in sys.modules and isinstance(getattr(target, "raw", None), sys.modules["psycopg"].Connection):
+        return target.raw
     if "django" in sys.modules and type(target).__name__ == "ConnectionProxy":
         from django.db import connections
 

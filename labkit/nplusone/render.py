@@ -108,7 +108,7 @@ def calls_chart(frame: pd.DataFrame, title: str = "One request, call by call") -
             alt.X("start_ms:Q", scale=alt.Scale(domain=[0, end]), title="time since the request started (ms)"),
             alt.X2("end_ms:Q"),
             alt.Y("call:Q", scale=alt.Scale(reverse=True, domain=[0, len(g) + 1]), title="call, in order"),
-            alt.Y2("next_call:Q"), alt.Color("kind:N", title="kind", scale=alt.Scale(domain=["sql", "http"])),
+            alt.Y2("next_call:Q"), alt.Color("kind:N", title="kind", scale=alt.Scale(domain=["sql", "http", "redis"])),
             tooltip=["kind:N", "call:Q", alt.Tooltip("start_ms:Q", format=".3f"),
                      alt.Tooltip("end_ms:Q", format=".3f")] + (["shape:N"] if "shape" in g.columns else []),
         ).properties(width=520, height=min(260, max(50, 3 * len(g)))))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from labkit.nplusone.shapes import batch_size, normalise_sql, normalise_url
+from labkit.nplusone.shapes import batch_size, normalise_command, normalise_sql, normalise_url
 from labkit.results import Saveable, jsonable
 
 __all__ = ["Query", "ShapeStats", "Report", "DEFAULT_THRESHOLD"]
@@ -39,12 +39,14 @@ _EXACT: dict[tuple[str, str], str] = {}  # statement -> shape, for statements se
 
 
 def shape_of(kind: str, statement: str) -> str:
-    """Shape of one recorded statement (``"GET http://…"`` for HTTP, SQL otherwise); cached."""
+    """Shape of one recorded statement (``"GET http://…"`` for HTTP, a command for Redis, SQL otherwise); cached."""
     shape = _EXACT.get((kind, statement))
     if shape is not None:
         return shape
     if kind == "http":
         shape = _shape_cached(kind, _URL_IDS.sub(_url_key, statement))
+    elif kind == "redis":
+        shape = _shape_cached(kind, statement)
     elif not _UNSAFE_FOR_KEY.search(statement):
         shape = _shape_cached(kind, _SQL_LITERALS.sub("?", statement))
     else:
@@ -60,6 +62,8 @@ def _shape_cached(kind: str, statement: str) -> str:
     if kind == "http":
         method, _, url = statement.partition(" ")
         return normalise_url(url, method)
+    if kind == "redis":
+        return normalise_command(statement)
     return normalise_sql(statement)
 
 
@@ -67,7 +71,7 @@ class Query(NamedTuple):
     """One recorded query or HTTP call (a named tuple: cheap to build while recording, immutable).
 
     Attributes:
-        kind: ``"sql"`` or ``"http"``.
+        kind: ``"sql"``, ``"http"`` or ``"redis"``.
         target: which watched object issued it (``"sqlite"``, ``"sqlalchemy:sqlite"``, ``"http:CatalogClient"``).
         statement: the SQL text or ``"METHOD url"`` as issued.
         params: ``repr`` of the bound parameters ("" when none or not visible).
@@ -105,7 +109,7 @@ class ShapeStats:
     """All queries of one shape: how many, how long in total, and from where.
 
     Attributes:
-        shape, kind: the normalised statement and ``"sql"`` or ``"http"``.
+        shape, kind: the normalised statement and ``"sql"``, ``"http"`` or ``"redis"``.
         count, total_ns: every query of this shape in the block, from all lines.
         sites: ``(file:line, count)`` per calling line, the suspect lines first, then the busiest.
         suspect: some line sent this shape more than the threshold times, one item at a time.
@@ -194,7 +198,8 @@ class Report(Saveable):
             n = len(members)
             if n > self.threshold:  # only a candidate needs its statements read
                 first = queries[members[0]]
-                listed = "IN (...)" in first.shape or "{ids}" in first.shape  # else no list to count
+                # else no list to count (a Redis command: its keys, a pipeline's commands)
+                listed = "IN (...)" in first.shape or "{ids}" in first.shape or first.kind == "redis"
                 if any(queries[i].fetch for i in members) or listed and any(
                         batch_size(first.kind, queries[i].statement) >= 2 for i in members):
                     n = 0

@@ -5,9 +5,10 @@ comments, replaces string and number literals and every placeholder style (``?``
 ``%(name)s``, ``$1``, ``@name``) by ``?``, collapses ``IN (…)`` lists of any length and multi-row
 ``VALUES`` lists to ``(...)``, upper-cases keywords, lower-cases unquoted identifiers and folds whitespace.
 ``normalise_url`` drops scheme, host and port, replaces numeric/UUID/hex path segments by ``{id}`` and
-query-string values by ``{id}`` / ``{ids}`` (comma-separated lists) or ``{v}``. ``batch_size`` says how many
-values the largest such list carried, which the shape has taken out: what tells a batched load from a
-per-item one.
+query-string values by ``{id}`` / ``{ids}`` (comma-separated lists) or ``{v}``. ``normalise_command`` does the
+same for a Redis command (``GET product:17`` → ``GET product:?``; a run of keys of one shape → one, then ``…``).
+``batch_size`` says how many values the largest such list carried, which the shape has taken out — or a
+multi-key command's keys, a pipeline's commands: what tells a batched load from a per-item one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["batch_size", "normalise_sql", "normalise_url"]
+__all__ = ["batch_size", "normalise_command", "normalise_sql", "normalise_url"]
 
 _KEYWORDS = frozenset(
     """select from where and or not in is null like glob between exists join left right inner outer cross
@@ -193,6 +194,63 @@ def normalise_url(url: str, method: str | None = None) -> str:
     return f"{method.upper()} {path}" if method else path
 
 
+_MORE = re.compile(r" \(\+(\d+) more\)$")
+_KEY_SEG = re.compile(r"[:/._#\-{}]+")
+#: multi-key Redis commands: how many arguments come before the keys (or fields) that make the batch
+_MULTI_KEY = {"MGET": 0, "DEL": 0, "UNLINK": 0, "EXISTS": 0, "TOUCH": 0, "HMGET": 1, "SMISMEMBER": 1}
+
+
+def _key_shape(arg: str) -> str:
+    parts = _KEY_SEG.split(arg)
+    seps = _KEY_SEG.findall(arg)
+    out = ["?" if _is_id(p) else p for p in parts]
+    return "".join(x for pair in zip(out, [*seps, ""], strict=True) for x in pair)
+
+
+def _collapsed(shapes: list[str], sep: str) -> str:
+    """*shapes* joined, each run of one shape written once and then ``…``."""
+    out: list[str] = []
+    last = None
+    for shape in shapes:
+        if shape == last:
+            if out[-1] != "…":
+                out.append("…")
+            continue
+        out.append(shape)
+        last = shape
+    return sep.join(out)
+
+
+def _command_shape(command: str) -> str:
+    name, *args = _MORE.sub("", command).split(" ")
+    return _collapsed([name.upper(), *map(_key_shape, args)], " ")
+
+
+def normalise_command(command: str) -> str:
+    """The shape of a Redis command as :func:`labkit.nplusone.clients.command_text` writes it: id-like key
+    segments become ``?`` and a run of arguments of one shape collapses to one and ``…``; a pipeline's commands
+    likewise.
+
+    >>> normalise_command("GET product:17"), normalise_command("MGET product:1 product:2 product:3")
+    ('GET product:?', 'MGET product:? …')
+    """
+    if command.startswith("PIPELINE "):
+        parts = _MORE.sub("", command[len("PIPELINE "):]).split("; ")
+        return "PIPELINE " + _collapsed([_command_shape(p) for p in parts], "; ")
+    return _command_shape(command)
+
+
+def _redis_batch(statement: str) -> int:
+    more = _MORE.search(statement)
+    extra = int(more.group(1)) if more else 0
+    body = _MORE.sub("", statement)
+    if body.startswith("PIPELINE "):
+        return len(body[len("PIPELINE "):].split("; ")) + extra
+    name, *args = body.split(" ")
+    skip = _MULTI_KEY.get(name.upper())
+    return 0 if skip is None else max(0, len(args) - skip + extra)
+
+
 _IN_LIST = re.compile(r"\bIN\s*\(([^()]*)\)", re.IGNORECASE)
 _URL_LIST = re.compile(r"[?&][^=&]*=([^&#]*,[^&#]*)")
 
@@ -209,6 +267,8 @@ def batch_size(kind: str, statement: str) -> int:
     (3, 0)
     """
     best = 0
+    if kind == "redis":
+        return _redis_batch(statement)
     if kind == "http":
         for m in _URL_LIST.finditer(statement):
             values = [v for v in m.group(1).split(",") if v]

@@ -2,7 +2,8 @@
 thread), installed with the first and removed with the last.
 
 Which kind of tap a target gets: :func:`labkit.nplusone.taps.plain_tap` (``sqlite3`` connections, HTTP clients
-with an ``observers`` list), else :func:`labkit.nplusone.hooks.hook_tap` (SQLAlchemy, Django).
+with an ``observers`` list), else :func:`labkit.nplusone.hooks.hook_tap` (SQLAlchemy, Django), else
+:func:`labkit.nplusone.clients.client_tap` (psycopg, redis-py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 from typing import Any
 
 from labkit.errors import BadInputError
+from labkit.nplusone.clients import client_tap
 from labkit.nplusone.hooks import hook_tap, hooked
 from labkit.nplusone.taps import Sink, Tap, plain_tap
 
@@ -21,14 +23,15 @@ _LOCK = threading.Lock()
 
 
 def _make_tap(target: Any) -> Tap:
-    tap = plain_tap(target) or hook_tap(target)
+    tap = plain_tap(target) or hook_tap(target) or client_tap(target)
     if tap is not None:
         return tap
     raise BadInputError(
         f"watch() cannot record queries made through a {type(target).__module__}.{type(target).__name__}: "
         "it knows sqlite3.Connection, SQLAlchemy Engine, Django's database connection (django.db.connection) "
-        "HTTP clients with an `observers` list (observer(method, url, duration_ns)) and the http.client module "
-        "(every request urllib, requests and urllib3 send). Pass one of those, "
+        "HTTP clients with an `observers` list (observer(method, url, duration_ns)), the http.client module "
+        "(every request urllib, requests and urllib3 send), psycopg (the module or a connection) and redis-py "
+        "(the module or a redis.Redis client). Pass one of those, "
         "e.g. the connection your code queries."
     )
 
