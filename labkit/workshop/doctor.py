@@ -134,8 +134,31 @@ def _facilities() -> tuple[Check, ...]:
     return tuple(out)
 
 
+def _servers() -> tuple[Check, ...]:
+    """Start and stop each real server the ``db=postgres`` switch and the Redis sections use (a second or so
+    each): a warning, with the reason, where one cannot run — those sections say so and skip."""
+    from labkit.errors import LabkitError
+    from labkit.toyshop import backends
+
+    out = []
+    for kind, server, what in (("postgres", backends.Postgres, "PostgreSQL"), ("redis", backends.Redis, "Redis")):
+        costs = f"the labs' {what} sections skip, and say so; everything else runs"
+        why = backends.unavailable(kind)
+        if why:
+            out.append(Check(kind, "warn", f"{what} cannot run here: {why}", costs))
+            continue
+        t0 = time.perf_counter()
+        try:
+            server.start().stop()
+        except LabkitError as e:
+            out.append(Check(kind, "warn", f"{what} would not start: {str(e)[-300:]}", costs))
+            continue
+        out.append(Check(kind, "ok", f"started a private {what} and stopped it in {time.perf_counter() - t0:.1f} s"))
+    return tuple(out)
+
+
 CHECKS: tuple[Callable[[], Check | tuple[Check, ...]], ...] = (_cores, _load, _memory, _governor, _facilities, _charts,
-                                                                _py_spy, _memray)
+                                                                _py_spy, _memray, _servers)
 
 
 def run_checks(checks: tuple[Callable[[], Check | tuple[Check, ...]], ...] = CHECKS) -> tuple[Check, ...]:
