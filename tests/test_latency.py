@@ -157,6 +157,21 @@ def test_http_row_degrades_when_toyshop_is_missing(monkeypatch):
     assert not r.available and "toyshop" in r.note
 
 
+@pytest.mark.slow
+def test_the_server_rows_time_round_trips_to_a_private_server_or_say_why_not(monkeypatch):
+    from labkit.latency import servers
+    from labkit.toyshop import backends
+
+    for probe, key in ((servers.postgres_point_query, "postgres_point_query"), (servers.redis_get, "redis_get")):
+        if backends.unavailable(key.split("_")[0]):
+            continue
+        row = probe(repeats=3)
+        assert row.key == key and row.available and len(row.samples_ns) == 3 and min(row.samples_ns) > 0
+    monkeypatch.setattr(backends, "_binary", lambda *a: None)
+    for row in (servers.postgres_point_query(), servers.redis_get()):
+        assert not row.available and "pip install" in row.note and row.family == "io"
+
+
 def test_a_failing_probe_becomes_a_labelled_row(monkeypatch):
     def boom(quick, d):
         raise RuntimeError("disk on fire")

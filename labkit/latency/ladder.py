@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from labkit.latency import concurrency, disk, memory, network, osprobes, pycost, work
+from labkit.latency import concurrency, disk, memory, network, osprobes, pycost, servers, work
 from labkit.latency._harness import Samples, unavailable
 from labkit.results import Saveable
 
@@ -42,6 +42,8 @@ PROBES: dict[str, tuple[tuple[str, ...], Probe]] = {
     "tcp": (("tcp_loopback_rtt",), lambda q, d: network.tcp_loopback_rtt(quick=q)),
     "tcp_connect": (("tcp_connect",), lambda q, d: network.tcp_connect(quick=q)),
     "http": (("http_health",), lambda q, d: network.http_health(quick=q)),
+    "redis": (("redis_get",), lambda q, d: servers.redis_get(quick=q)),
+    "postgres": (("postgres_point_query",), lambda q, d: servers.postgres_point_query(quick=q)),
     "disk": (("disk_random_read_4k", "page_cache_read_4k", "disk_seq_read_1mb"),
              lambda q, d: disk.disk_reads(quick=q, dir=d)),
     "fsync": (("write_fsync",), lambda q, d: disk.write_fsync(quick=q, dir=d)),
