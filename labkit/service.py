@@ -68,16 +68,20 @@ class Service:
 
     def __init__(self, url: str, catalog_url: str, procs: dict[str, subprocess.Popen], log_dir: Path,
                  variants: dict[str, Any], db_path: Path, start_s: float,
-                 relaunch: Callable[[], subprocess.Popen] | None = None, postgres: Any = None) -> None:
+                 relaunch: Callable[[], subprocess.Popen] | None = None, postgres: Any = None,
+                 redis: Any = None) -> None:
         self.url, self.catalog_url = url, catalog_url
         #: with ``db=postgres``: the :class:`labkit.toyshop.backends.Postgres` the order service queries (stopped
         #: with the service; ``svc.postgres.kill()`` is an outage it recovers from)
         self.postgres = postgres
+        #: with ``cache=redis``: the :class:`labkit.toyshop.backends.Redis` the order service caches products in
+        #: (stopped with the service; ``svc.redis.kill()`` is an outage the service rides out on the catalog)
+        self.redis = redis
         self.pid = procs["app"].pid
         self.variants, self.db_path, self.start_s = variants, db_path, start_s
         self.log_dir = log_dir
         self._procs = procs
-        self._keeper = _Keeper(procs, log_dir, relaunch, postgres)
+        self._keeper = _Keeper(procs, log_dir, relaunch, tuple(s for s in (postgres, redis) if s is not None))
         self._finalizer = weakref.finalize(self, self._keeper.stop_all, 5.0)
 
     @property
@@ -149,8 +153,8 @@ class _Keeper:
     """Restarts the catalog when it dies (a thread blocked in ``wait()`` on it: no polling) until stopped."""
 
     def __init__(self, procs: dict[str, subprocess.Popen], log_dir: Path,
-                 relaunch: Callable[[], subprocess.Popen] | None, server: Any = None) -> None:
-        self.procs, self.log_dir, self.relaunch, self.server = procs, log_dir, relaunch, server
+                 relaunch: Callable[[], subprocess.Popen] | None, servers: tuple[Any, ...] = ()) -> None:
+        self.procs, self.log_dir, self.relaunch, self.servers = procs, log_dir, relaunch, servers
         self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # a restart and a stop never interleave
@@ -203,8 +207,8 @@ class _Keeper:
         with self._lock:
             procs = list(self.procs.values())
         _terminate(procs, self.log_dir, timeout)
-        if self.server is not None:  # after the order service: no request of its is left to answer
-            self.server.stop(timeout)
+        for server in self.servers:  # after the order service: no request of its is left to answer
+            server.stop(timeout)
 
 
 def _terminate(procs: list[subprocess.Popen], log_dir: Path | None, timeout: float = 5.0) -> None:
@@ -310,7 +314,10 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         size: dataset size (``small``, ``default``, ``large``); built on first use.
         variants: the process's switches, ``{name: value}``: defaults for the request switches (a request may
             override them) and the process-only ones. Every switch, its values and default:
-            ``docs/switches.md`` (the table: :data:`labkit.toyshop.switches.TABLE`).
+            ``docs/switches.md`` (the table: :data:`labkit.toyshop.switches.TABLE`). Two start a real server
+            beside the service, stopped with it: ``db=postgres`` a private PostgreSQL loaded with the dataset
+            (``svc.postgres``), ``cache=redis`` a private Redis (``svc.redis``) for the product cache
+            (:mod:`labkit.toyshop.backends`).
         catalog_delay_ms: sleep added to every catalog call — an *emulation* of a farther network.
         port, catalog_port: loopback ports (0 = any free port).
         io_threads: catalog calls in flight at once for ``io=concurrent``.
@@ -337,7 +344,7 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         raise BadInputError("start() needs catalog_delay_ms >= 0, io_threads >= 1 and max_connections >= 1 "
                             f"(got {catalog_delay_ms}, {io_threads}, {max_connections})")
     db = Path(db_path) if db_path is not None else ensure(size)
-    postgres = None
+    postgres = redis = None
     if settings["db"] == "postgres":  # a private PostgreSQL, loaded with the dataset before the service starts
         from labkit.toyshop.backends import Postgres
 
@@ -347,6 +354,16 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         except BaseException:
             postgres.stop(2.0)
             raise
+    if settings["cache"] == "redis":  # a private Redis for the product cache
+        from labkit.toyshop.backends import Redis
+
+        try:
+            redis = Redis.start()
+        except BaseException:
+            if postgres is not None:
+                postgres.stop(2.0)
+            raise
+    servers = [s for s in (postgres, redis) if s is not None]
     socks: dict[str, socket.socket] = {}
     try:
         socks["catalog"] = _listen_socket(catalog_port)
@@ -354,8 +371,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
     except BaseException:  # a port taken: nothing started is left behind
         for sock in socks.values():
             sock.close()
-        if postgres is not None:
-            postgres.stop(1.0)
+        for server in servers:
+            server.stop(1.0)
         raise
     urls = {role: f"http://127.0.0.1:{s.getsockname()[1]}" for role, s in socks.items()}
     log_dir = Path(tempfile.mkdtemp(prefix="labkit-service-"))
@@ -365,7 +382,8 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
                     "--catalog-url", urls["catalog"], "--variants", json.dumps(settings),
                     "--io-threads", str(io_threads), "--max-connections", str(max_connections),
                     "--request-log", str(Path(request_log) if request_log is not None else log_dir / "requests.log"),
-                    *(["--postgres", json.dumps(postgres.conninfo())] if postgres is not None else [])]}
+                    *(["--postgres", json.dumps(postgres.conninfo())] if postgres is not None else []),
+                    *(["--redis", str(redis.socket)] if redis is not None else [])]}
     cpu_set = set(cpus) if cpus is not None else None
     if cpu_set is not None:
         from labkit.measure.machine import can_pin
@@ -400,13 +418,13 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
             procs[role] = launch(role, sock)
     except BaseException:
         _terminate(list(procs.values()), log_dir, 1.0)
-        if postgres is not None:
-            postgres.stop(1.0)
+        for server in servers:
+            server.stop(1.0)
         raise
     finally:
         for sock in socks.values():
             sock.close()
-    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0, relaunch_catalog, postgres)
+    service = Service(urls["app"], urls["catalog"], procs, log_dir, settings, db, 0.0, relaunch_catalog, postgres, redis)
     deadline = time.monotonic() + timeout
     pending = dict(urls)
     while pending:

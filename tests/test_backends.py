@@ -340,3 +340,82 @@ def test_django_on_postgres_is_read_as_on_sqlite(pg: Postgres) -> None:
     assert run.returncode == 0, run.stderr
     ((count, shape),) = json.loads(run.stdout)
     assert count == 20 and "WHERE id = ?" in shape
+
+
+# --- cache=redis: product details in a Redis ------------------------------------------------------------------
+@needs_redis
+def test_the_redis_cache_answers_as_the_catalog_and_rides_out_a_frozen_server() -> None:
+    from labkit import trace
+    from labkit.toyshop.catalog import FakeCatalog
+    from labkit.toyshop.rediscache import RedisProductCache
+
+    catalog = FakeCatalog.from_db(ensure("small"))
+    ids = [1, 2, 3, 3, 999_999_999]  # a repeat, and a product the catalog does not know
+    want = catalog.get_many(ids)
+    with Redis.start() as server:
+        cache = RedisProductCache(server.socket, ttl_s=0.5, timeout_s=0.3)
+        view = cache.view(catalog)
+        assert view.get_many(ids) == want and cache.stats()[:2] == (0, 4)  # distinct ids: all misses
+        with trace.collect() as t:
+            assert view.get_many(ids) == want and view.get(2) == want[2] and view.get(999_999_999) is None
+        assert cache.stats()[:2] == (4 + 1 + 1, 4)  # the unknown product is cached too
+        (redis_metric,) = [m for m in t.metrics() if m.name == "redis"]
+        assert redis_metric.count == 3  # one MGET per lookup, nothing written back
+        time.sleep(0.7)  # past the entries' time to live: they are fetched again
+        view.get_many(ids)
+        assert cache.stats().misses == 8
+        os.kill(server.pid, signal.SIGSTOP)  # WHEN the server stops answering
+        try:
+            t0 = time.monotonic()
+            assert view.get_many([4, 5]) == catalog.get_many([4, 5])  # THEN the catalog answers, counted
+            assert time.monotonic() - t0 < 2 and cache.stats().errors == 1
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        view.get_many([4, 5])
+        assert cache.stats().hits >= 6 and cache.stats().errors == 1
+        cache.close()
+
+
+@needs_redis
+def test_the_service_caches_in_redis_and_answers_through_its_outage() -> None:
+    from labkit.client import Endpoint
+    from labkit.service import start
+
+    path = "/customers/5/export?n1=batched"
+    with start(size="small") as plain:
+        refused = Endpoint(plain.url, timeout=10).get(path + "&cache=redis")
+    assert refused.status == 400 and "variants={'cache': 'redis'}" in refused.body.decode()
+    with start(size="small", variants={"cache": "redis"}) as svc:
+        shop = Endpoint(svc.url, timeout=10)
+        want = shop.get(path + "&cache=none").body
+        first, second = shop.get(path), shop.get(path)
+        assert first.body == second.body == want
+        assert first.timing["cache_miss"].count == 40
+        assert second.timing["cache_hit"].count == 40 and second.timing["catalog"].count == 0
+        assert shop.get("/cache").json()["redis"]["hits"] == 40
+
+        replies: list[tuple[int, bytes]] = []
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                r = shop.get(path)
+                replies.append((r.status, r.body))
+
+        worker = threading.Thread(target=load)
+        worker.start()
+        try:
+            time.sleep(0.2)
+            first_pid = svc.redis.pid
+            svc.redis.kill()  # WHEN Redis dies mid-load
+            assert svc.redis.wait_back(30), svc.redis.log_tail()
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            worker.join(30)
+        # THEN every request was answered, the same, from the catalog while Redis was away; it fills again after
+        assert replies and all(s == 200 and b == want for s, b in replies)
+        assert svc.redis.pid != first_pid and svc.redis.restarts == 1
+        assert shop.get(path).timing["cache_hit"].count == 40
+        redis_pid, folder = svc.redis.pid, svc.redis.folder
+    assert gone(redis_pid) and not folder.exists()

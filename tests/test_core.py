@@ -51,7 +51,7 @@ def test_every_switch_lists_its_baseline_first():
         "codec": ("json", "orjson", "msgspec", "msgpack", "protobuf"),
         "compress": ("none", "gzip", "zstd"),
         "fields": ("full", "trimmed"),
-        "cache": ("none", "local"),
+        "cache": ("none", "local", "redis"),
     }
     assert dict(DEFAULTS) == {"layout": "aos", "buffers": "grow", "codec": "json", "compress": "none",
                               "fields": "full", "cache": "none"}
@@ -354,5 +354,7 @@ def test_counters_are_exact_under_threads():
 
 def test_bad_cache_mode():
     with pytest.raises(BadInputError, match="'cache'.*none, local"):
+        ConfigCache(str, mode="memcached")
+    with pytest.raises(BadInputError, match="product details only"):  # a value of the switch, not of this cache
         ConfigCache(str, mode="redis")
 

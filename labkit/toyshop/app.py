@@ -116,7 +116,7 @@ def _reach(catalog: Catalog) -> dict[str, Any]:
 
 def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping[str, Any] | None = None,
                io_threads: int = 4, request_log: Path | str | None = None, immutable: bool = True,
-               postgres: Mapping[str, Any] | None = None) -> Starlette:
+               postgres: Mapping[str, Any] | None = None, redis: str | None = None) -> Starlette:
     """The order service as a Starlette app.
 
     Args:
@@ -132,6 +132,7 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
             ``database_busy`` (:func:`labkit.toyshop.db.connect`).
         postgres: with ``db=postgres``, psycopg's keywords for the PostgreSQL database holding the same data
             (:meth:`labkit.toyshop.backends.Postgres.conninfo`); the SQLite file still names the dataset.
+        redis: the Unix socket of a Redis for ``cache=redis`` (:attr:`labkit.toyshop.backends.Redis.socket`).
 
     Call ``app.state.service.close()`` when done: it writes the queued log lines and stops the cache.
     """
@@ -139,7 +140,7 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
     if settings["alloc"] == "census" and census_unavailable():
         raise BadInputError(f"variant alloc=census cannot count allocations: {census_unavailable()}")
     svc = Service(Path(db_path), catalog, settings, io_threads, request_log, immutable,
-                  dict(postgres) if postgres is not None else None)
+                  dict(postgres) if postgres is not None else None, redis)
 
     async def health(request: Request) -> Response:
         async def h(ctx: dict[str, Any]) -> Any:
@@ -254,6 +255,9 @@ def create_app(db_path: Path | str, catalog: RemoteCatalog, *, variants: Mapping
         config = svc.config_cache.stats()
         body = {"products": {**products._asdict(), "hit_ratio": products.hit_ratio},
                 "config": {**config._asdict(), "hit_ratio": config.hit_ratio}}
+        if svc.redis_cache is not None:
+            remote = svc.redis_cache.stats()
+            body["redis"] = {**remote._asdict(), "hit_ratio": remote.hit_ratio}
         return Response(orjson.dumps(body), media_type="application/json")
 
     schema = orjson.dumps(openapi_schema())

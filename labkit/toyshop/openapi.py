@@ -123,7 +123,8 @@ def openapi_schema() -> dict[str, Any]:
             **readouts.OPENAPI,
             "/gc": gclog.OPENAPI,
             "/cache": {"get": {"summary": "the product and config caches: hits, misses, size, the product "
-                                          "snapshot's age and staleness bound",
+                                          "snapshot's age and staleness bound; with a Redis (cache=redis) its "
+                                          "hits, misses and errors",
                                "responses": {"200": {"description": "OK", "content": {"application/json": {
                                    "schema": {"type": "object"}}}}}}},
             "/stats": {"get": {"summary": "requests in flight now (every request inside the app), the peak, and "

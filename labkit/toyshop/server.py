@@ -77,6 +77,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-connections", type=int, default=1000)
     p.add_argument("--request-log", default=None, help="access-log file for log=sync|queued")
     p.add_argument("--postgres", default=None, help="db=postgres: JSON object of psycopg's connection keywords")
+    p.add_argument("--redis", default=None, help="cache=redis: the Unix socket of the Redis to cache in")
     return p.parse_args(argv)
 
 
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         variants = json.loads(args.variants)
         app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads,
                          request_log=args.request_log, immutable=not args.db_shared,
-                         postgres=json.loads(args.postgres) if args.postgres else None)
+                         postgres=json.loads(args.postgres) if args.postgres else None, redis=args.redis)
         _at_exit.append(app.state.service.close)
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="off", log_level="warning",

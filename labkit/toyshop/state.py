@@ -27,6 +27,7 @@ from labkit.toyshop.heap import StockHeap
 from labkit.toyshop.inflight import Counts
 from labkit.toyshop.pipeline import BadParam, Overloaded, Pipeline
 from labkit.toyshop.productcache import OFFLINE, ProductCache, WouldBlock
+from labkit.toyshop.rediscache import RedisProductCache
 from labkit.toyshop.reqlog import RequestLog
 from labkit.toyshop.switches import REQUEST_SWITCHES, check, with_preset
 from labkit.toyshop.tally import Tally
@@ -58,12 +59,14 @@ class Service:
 
     def __init__(self, db_path: Path, catalog: RemoteCatalog, settings: dict[str, Any], io_threads: int,
                  request_log: Path | str | None = None, immutable: bool = True,
-                 postgres: dict[str, Any] | None = None) -> None:
+                 postgres: dict[str, Any] | None = None, redis: str | None = None) -> None:
         self.db_path, self.catalog, self.settings, self.immutable = db_path, catalog, settings, immutable
         if (settings["db"] == "postgres") != (postgres is not None):
             raise BadInputError("db=postgres needs the PostgreSQL to query (postgres=conninfo), and only it does: "
                                 "start the service with labkit.service.start(variants={'db': 'postgres'})")
         self.postgres = postgres  # db=postgres: psycopg's keywords for the loaded database
+        #: cache=redis: product details in the Redis on this socket (None: the service was started without one)
+        self.redis_cache = RedisProductCache(redis) if redis is not None else None
         self.concurrent_catalog = catalog.with_concurrency(io_threads)
         self._local = threading.local()
         self._limiter: anyio.CapacityLimiter | None = None
@@ -101,6 +104,8 @@ class Service:
     def close(self) -> None:
         """Stop the product cache's refresher and write every queued access-log line (process shutdown)."""
         self.product_cache.stop()
+        if self.redis_cache is not None:
+            self.redis_cache.close()
         self.heap.stop()
         self.request_log.close()
         self.tally.close()
@@ -130,6 +135,12 @@ class Service:
 
     def catalog_for(self, sw: Mapping[str, str]) -> Catalog:
         cat = self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
+        if sw["cache"] == "redis":
+            if self.redis_cache is None:
+                raise BadParam("cache", "cache=redis needs a Redis, and this service was started without one: "
+                                        "start it with labkit.service.start(variants={'cache': 'redis'}) (any "
+                                        "request may then ask for cache=local or none)")
+            return self.redis_cache.view(cat)
         return self.product_cache.view(cat) if sw["cache"] == "local" else cat
 
     def switches(self, request: Request, extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:

@@ -131,7 +131,9 @@ TABLE: tuple[Switch, ...] = (
            ("full", "trimmed"), core=True,
            acts_in=("app", "core.encoding")),
     Switch("cache", _R, "08_capstone", "config lookups and product details every time from SQLite and the "
-                                       "catalog vs in-process caches", ("none", "local"), core=True,
+                                       "catalog vs in-process caches; redis: product details from a Redis "
+                                       "server (a round trip and a decode per lookup; the service must be "
+                                       "started with cache=redis)", ("none", "local", "redis"), core=True,
            acts_in=("app", "core.cache", "state")),
     Switch("log", _R, "08_capstone", "access log: none (keeps other labs' measurements unchanged) / written on "
                                      "the request path / queued to a listener thread", ("off", "sync", "queued"),

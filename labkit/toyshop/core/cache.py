@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Generic, NamedTuple, TypeVar
 
+from labkit.errors import BadInputError
 from labkit.toyshop.core.variants import check_variant
 
 __all__ = ["ConfigCache", "CacheStats"]
@@ -63,6 +64,9 @@ class ConfigCache(Generic[V]):
         self, load: Callable[[str], V | None], *, mode: str = "none", preload: Mapping[str, V | None] | None = None
     ) -> None:
         self.mode = check_variant("cache", mode)
+        if mode == "redis":
+            raise BadInputError("the config cache is mode 'none' or 'local'; cache=redis caches product details "
+                                "only (labkit.toyshop.rediscache), and config lookups go to the database")
         self._load = load
         self._snapshot: dict[str, V | None] = dict(preload or {}) if mode == "local" else {}
         self.reset_stats()
