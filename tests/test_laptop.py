@@ -29,7 +29,7 @@ NOTES: dict[str, tuple[str, ...]] = {
     "03_preallocation.ipynb": ("no per-thread fault counts",),
     "06_gc_profiling.ipynb": ("profiles need py-spy to attach", "no flame graph: py-spy cannot attach"),
     "07_tail_latency.ipynb": ("pinning the generator needs CPU affinity", "this profile needs py-spy to attach"),
-    "08_capstone.ipynb": ("unpinned",),
+    "08_capstone.ipynb": ("unpinned", "needs a Redis-protocol server, which cannot run here"),
     "09_contention.ipynb": ("the three views need py-spy to attach", "this section pins both ends"),
 }
 
