@@ -182,7 +182,7 @@ class Server:
         """Wait until the server answers again after :meth:`kill` or a crash; True when it does in time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.alive and type(self)._ready(self.folder):
+            if self.alive and not self._keeper.restarting and type(self)._ready(self.folder):
                 return True
             time.sleep(0.05)
         return False
@@ -207,6 +207,7 @@ class _Keeper:
         self.procs, self.stopping, self.cmd, self.log, self.spawn = procs, stopping, cmd, log, spawn
         self.ready, self.what, self.timeout = ready, what, timeout
         self.restarts = 0
+        self.restarting = False  # a new process is in procs[0] but not yet ready, or restarts are being tried
 
     def _note(self, message: str) -> None:
         with contextlib.suppress(OSError), open(self.log, "a") as out:
@@ -217,6 +218,7 @@ class _Keeper:
             code = self.procs[0].wait()
             if self.stopping.is_set():
                 return
+            self.restarting = True  # before procs[0] is replaced: wait_back never sees a half-started server
             self._note(f"{self.what} (pid {self.procs[0].pid}) exited with code {code}; starting it again")
             for attempt in range(RESTART_ATTEMPTS):
                 if self.stopping.wait(0.1 * 2**attempt):
@@ -229,10 +231,12 @@ class _Keeper:
                     self._note(f"restart {attempt + 1}/{RESTART_ATTEMPTS} failed: {exc}")
                     continue
                 self.restarts += 1
+                self.restarting = False
                 self._note(f"{self.what} is back (pid {proc.pid}, restart {self.restarts})")
                 break
             else:
                 self._note(f"gave up after {RESTART_ATTEMPTS} restarts")
+                self.restarting = False
                 return
 
 
