@@ -189,7 +189,7 @@ def test_interrupt_mid_probe_removes_temp_files(monkeypatch, tmp_path, probe):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(disk, "time_each", interrupted)
-    monkeypatch.setattr(work, "time_batches", interrupted)
+    monkeypatch.setattr(work, "time_lookups", interrupted)  # the SQLite probe's timing loop
     with pytest.raises(KeyboardInterrupt):
         if probe == "disk":
             disk.disk_reads(dir=tmp_path, file_bytes=2 * MiB, rounds=5)

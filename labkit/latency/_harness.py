@@ -12,10 +12,11 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import random
 import threading
 import time
 import timeit
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,21 @@ def time_batches(fn: Callable[[], Any], *, batch: int, repeats: int, warmup: int
             fn()
         out.append((clock() - t0) / batch)
     return tuple(out)
+
+
+def time_lookups(lookup: Callable[[Any], Any], keys: Sequence[Any], *, seed: int, repeats: int,
+                 batch: int = 25) -> tuple[float, ...]:
+    """:func:`time_batches` of ``lookup(key)`` over 1,024 keys drawn from *keys* with ``random.Random(seed)``
+    and cycled: the point-lookup rows' loop (a random key each call, drawn before timing)."""
+    rng = random.Random(seed)
+    drawn = [rng.choice(keys) for _ in range(1024)]
+    pos = [0]
+
+    def once() -> None:
+        pos[0] = (pos[0] + 1) & 1023
+        lookup(drawn[pos[0]])
+
+    return time_batches(once, batch=batch, repeats=repeats)
 
 
 def python_cost(stmt: str, setup: str = "pass", *, number: int, repeats: int,

@@ -4,9 +4,7 @@ each a round trip over a Unix socket to a private server of :mod:`labkit.toyshop
 
 from __future__ import annotations
 
-import random
-
-from labkit.latency._harness import Samples, method_of, time_batches, unavailable
+from labkit.latency._harness import Samples, method_of, time_lookups, unavailable
 
 __all__ = ["postgres_point_query", "redis_get"]
 
@@ -40,16 +38,8 @@ def postgres_point_query(*, quick: bool = False, rows: int = 10_000, repeats: in
                 copy.write_row((i, f"product {i}", i * 0.5))
         conn.execute("VACUUM ANALYZE t")
         conn.execute("SELECT count(*), sum(price) FROM t").fetchone()
-        rng = random.Random(6)
-        ids = [rng.randrange(rows) for _ in range(1024)]
-        pos = [0]
         sql = "SELECT id, name, price FROM t WHERE id = %s"
-
-        def once() -> None:
-            pos[0] = (pos[0] + 1) & 1023
-            conn.execute(sql, (ids[pos[0]],)).fetchone()
-
-        samples = time_batches(once, batch=25, repeats=repeats)
+        samples = time_lookups(lambda i: conn.execute(sql, (i,)).fetchone(), range(rows), seed=6, repeats=repeats)
     return Samples("postgres_point_query", _PG_LABEL, "io", samples, method_of(postgres_point_query), None,
                    {"rows": rows})
 
@@ -72,15 +62,8 @@ def redis_get(*, quick: bool = False, keys: int = 1_000, repeats: int | None = N
     repeats = repeats or (25 if quick else 61)
     with Redis.start() as server:
         client = server.client()
-        client.mset({f"product:{i}": b"x" * 100 for i in range(keys)})
-        rng = random.Random(7)
-        names = [f"product:{rng.randrange(keys)}" for _ in range(1024)]
-        pos = [0]
-
-        def once() -> None:
-            pos[0] = (pos[0] + 1) & 1023
-            client.get(names[pos[0]])
-
-        samples = time_batches(once, batch=25, repeats=repeats)
+        names = [f"product:{i}" for i in range(keys)]
+        client.mset(dict.fromkeys(names, b"x" * 100))
+        samples = time_lookups(client.get, names, seed=7, repeats=repeats)
         client.close()
     return Samples("redis_get", _REDIS_LABEL, "io", samples, method_of(redis_get), None, {"keys": keys})

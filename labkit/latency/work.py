@@ -9,7 +9,7 @@ import sqlite3
 import zlib
 from typing import Any
 
-from labkit.latency._harness import Samples, method_of, time_batches, unavailable
+from labkit.latency._harness import Samples, method_of, time_batches, time_lookups, unavailable
 from labkit.latency.disk import _scratch
 
 __all__ = ["compress_1k", "json_encode_1k", "sqlite_point_query", "record_1k"]
@@ -98,16 +98,9 @@ def sqlite_point_query(*, quick: bool = False, rows: int = 10_000, repeats: int 
                              ((i, f"product {i}", i * 0.5) for i in range(rows)))
             conn.commit()
             conn.execute("SELECT count(*), sum(price) FROM t").fetchone()
-            rng = random.Random(6)
-            ids = [rng.randrange(rows) for _ in range(1024)]
-            pos = [0]
             sql = "SELECT id, name, price FROM t WHERE id = ?"
-
-            def once() -> None:
-                pos[0] = (pos[0] + 1) & 1023
-                conn.execute(sql, (ids[pos[0]],)).fetchone()
-
-            samples = time_batches(once, batch=25, repeats=repeats)
+            samples = time_lookups(lambda i: conn.execute(sql, (i,)).fetchone(), range(rows), seed=6,
+                                   repeats=repeats)
         finally:
             conn.close()
     return Samples("sqlite_point_query", "SQLite point query (primary key, warm)", "work", samples,

@@ -18,6 +18,7 @@ tapped.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from labkit.nplusone.taps import Tap
@@ -33,15 +34,18 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _listed(items: list[Any], sep: str, text: Callable[[Any], str]) -> str:
+    """The first :data:`_SHOWN_KEYS` *items* as ``text`` writes them, joined, and how many more there were."""
+    shown = sep.join(text(i) for i in items[:_SHOWN_KEYS])
+    return shown + f" (+{len(items) - _SHOWN_KEYS} more)" if len(items) > _SHOWN_KEYS else shown
+
+
 def command_text(args: tuple[Any, ...]) -> str:
     """A Redis command as the report shows it: the name and its keys or arguments (``"GET product:17"``); past
     :data:`_SHOWN_KEYS` arguments, how many more (``"MGET p:1 … p:8 (+492 more)"``, whose shape and batch size
     still count them all: see :func:`labkit.nplusone.shapes.batch_size`)."""
     name = _text(args[0]).upper() if args else ""
-    rest = [_text(a) for a in args[1:]]
-    if len(rest) > _SHOWN_KEYS:
-        return " ".join([name, *rest[:_SHOWN_KEYS], f"(+{len(rest) - _SHOWN_KEYS} more)"])
-    return " ".join([name, *rest])
+    return f"{name} {_listed(list(args[1:]), ' ', _text)}" if len(args) > 1 else name
 
 
 class _PsycopgTap(Tap):
@@ -117,9 +121,8 @@ class _RedisTap(Tap):
             try:
                 return flush(pipe, *args, **kwargs)
             finally:
-                shown = "; ".join(command_text(c[0]) for c in stack[:_SHOWN_KEYS])
-                more = f" (+{len(stack) - _SHOWN_KEYS} more)" if len(stack) > _SHOWN_KEYS else ""
-                tap.note(f"PIPELINE {shown}{more}", f"{len(stack)} commands", t0, clock() - t0)
+                tap.note("PIPELINE " + _listed(stack, "; ", lambda c: command_text(c[0])), f"{len(stack)} commands",
+                         t0, clock() - t0)
 
         self._saved = (command, flush)
         redis.Redis.execute_command, Pipeline.execute = execute_command, execute

@@ -100,10 +100,10 @@ class RedisProductCache:
         try:
             raw = self.client.mget(keys)
         except self._errors_caught:
-            trace.add("redis", _clock() - t0, 1)
             self._count(0, len(wanted), 1)
             return catalog.get_many(wanted)
-        trace.add("redis", _clock() - t0, 1)
+        finally:
+            trace.add("redis", _clock() - t0, 1)
         found: dict[int, dict[str, Any]] = {}
         missing: list[int] = []
         for pid, value in zip(wanted, raw, strict=True):
