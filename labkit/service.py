@@ -75,7 +75,9 @@ class Service:
         #: with the service; ``svc.postgres.kill()`` is an outage it recovers from)
         self.postgres = postgres
         #: with ``cache=redis``: the :class:`labkit.toyshop.backends.Redis` the order service caches products in
-        #: (stopped with the service; ``svc.redis.kill()`` is an outage the service rides out on the catalog)
+        #: (stopped with the service; ``svc.redis.kill()`` is an outage the service rides out on the catalog); with
+        #: ``store=redis``: the Redis that holds the products (killed, its product reads answer 502 until it is
+        #: back, with every product and acknowledged write: it keeps an append-only file)
         self.redis = redis
         self.pid = procs["app"].pid
         self.variants, self.db_path, self.start_s = variants, db_path, start_s
@@ -316,8 +318,10 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
             override them) and the process-only ones. Every switch, its values and default:
             ``docs/switches.md`` (the table: :data:`labkit.toyshop.switches.TABLE`). Two start a real server
             beside the service, stopped with it: ``db=postgres`` a private PostgreSQL loaded with the dataset
-            (``svc.postgres``), ``cache=redis`` a private Redis (``svc.redis``) for the product cache
-            (:mod:`labkit.toyshop.backends`).
+            (``svc.postgres``), ``cache=redis`` a private Redis (``svc.redis``) for the product cache, and
+            ``store=redis`` a private Redis (``svc.redis``, kept on disk) loaded with the products, which the order
+            service then reads in place of the catalog process (:mod:`labkit.toyshop.backends`,
+            :mod:`labkit.toyshop.redisstore`).
         catalog_delay_ms: sleep added to every catalog call — an *emulation* of a farther network.
         port, catalog_port: loopback ports (0 = any free port).
         io_threads: catalog calls in flight at once for ``io=concurrent``.
@@ -354,14 +358,22 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         except BaseException:
             postgres.stop(2.0)
             raise
-    if settings["cache"] == "redis":  # a private Redis for the product cache
+    if "redis" in (settings["cache"], settings["store"]):  # a private Redis: the product cache, or the products
+        from labkit.toyshop import redisstore
         from labkit.toyshop.backends import Redis
+        from labkit.toyshop.productstore import load_products
 
         try:
-            redis = Redis.start()
+            if settings["store"] == "redis":  # kept on disk, loaded whole before the service reads it
+                redis = Redis.start(settings=redisstore.SERVER_SETTINGS)
+                with redis.client() as client:
+                    redisstore.load(client, load_products(db))
+            else:
+                redis = Redis.start()
         except BaseException:
-            if postgres is not None:
-                postgres.stop(2.0)
+            for server in (postgres, redis):
+                if server is not None:
+                    server.stop(2.0)
             raise
     servers = [s for s in (postgres, redis) if s is not None]
     socks: dict[str, socket.socket] = {}

@@ -126,7 +126,8 @@ class Server:
     path, up to :data:`RESTART_ATTEMPTS` tries with a doubling back-off, each step written to its log: a client's
     requests fail meanwhile (the service counts them: 503) and succeed again once it is back. PostgreSQL finds its
     data where it left it (crash recovery replays its log); Redis starts empty, as after any restart without a
-    saved snapshot.
+    saved snapshot, unless its settings keep an append-only file (the product store's do:
+    :data:`labkit.toyshop.redisstore.SERVER_SETTINGS`).
     """
 
     kind = ""
@@ -474,8 +475,9 @@ class Redis(Server):
     @classmethod
     def start(cls, folder: Path | str | None = None, *, timeout: float = 30.0,
               settings: dict[str, str] | None = None) -> Redis:
-        """Start a server in *folder* (a fresh temporary one by default), nothing saved to disk; returns once it
-        answers ``PING``. ``settings`` are server settings (``{"maxmemory": "100mb"}``)."""
+        """Start a server in *folder* (a fresh temporary one by default), nothing saved to disk unless
+        ``settings`` say so; returns once it answers ``PING``. ``settings`` are server settings
+        (``{"maxmemory": "100mb"}``, ``{"appendonly": "yes"}``)."""
         why = unavailable("redis")
         if why:
             raise ServiceError(f"cannot start Redis: {why}")

@@ -77,7 +77,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-connections", type=int, default=1000)
     p.add_argument("--request-log", default=None, help="access-log file for log=sync|queued")
     p.add_argument("--postgres", default=None, help="db=postgres: JSON object of psycopg's connection keywords")
-    p.add_argument("--redis", default=None, help="cache=redis: the Unix socket of the Redis to cache in")
+    p.add_argument("--redis", default=None, help="cache=redis: the Unix socket of the Redis to cache in; "
+                   "store=redis: of the Redis that holds the products")
     return p.parse_args(argv)
 
 
@@ -95,12 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from labkit.toyshop.app import create_app
         from labkit.toyshop.catalog import CatalogClient
+        from labkit.toyshop.redisstore import RedisCatalog
         from labkit.toyshop.state import apply_gc
 
         variants = json.loads(args.variants)
-        app = create_app(args.db, CatalogClient(args.catalog_url), variants=variants, io_threads=args.io_threads,
+        store = variants.get("store") == "redis"  # the Redis holds the products, not a cache of them
+        catalog = RedisCatalog(args.redis) if store else CatalogClient(args.catalog_url)
+        app = create_app(args.db, catalog, variants=variants, io_threads=args.io_threads,
                          request_log=args.request_log, immutable=not args.db_shared,
-                         postgres=json.loads(args.postgres) if args.postgres else None, redis=args.redis)
+                         postgres=json.loads(args.postgres) if args.postgres else None,
+                         redis=None if store else args.redis)
         _at_exit.append(app.state.service.close)
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="off", log_level="warning",

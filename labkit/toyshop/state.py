@@ -136,6 +136,10 @@ class Service:
     def catalog_for(self, sw: Mapping[str, str]) -> Catalog:
         cat = self.concurrent_catalog if sw["io"] == "concurrent" else self.catalog
         if sw["cache"] == "redis":
+            if self.settings["store"] == "redis":
+                raise BadParam("cache", "cache=redis copies product details into a Redis, and with store=redis "
+                                        "they already live in one: ask for cache=local (in the process) or "
+                                        "cache=none (the store every time)")
             if self.redis_cache is None:
                 raise BadParam("cache", "cache=redis needs a Redis, and this service was started without one: "
                                         "start it with labkit.service.start(variants={'cache': 'redis'}) (any "

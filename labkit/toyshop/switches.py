@@ -170,6 +170,10 @@ TABLE: tuple[Switch, ...] = (
                                     "private PostgreSQL that labkit starts and loads with the dataset, over its "
                                     "Unix socket, one connection per pool thread", ("sqlite", "postgres"),
            acts_in=("state",)),
+    Switch("store", _P, "02_nplusone", "where product details live: the catalog process, over HTTP; or a private "
+                                       "Redis that labkit starts and loads with the products, one key each (a "
+                                       "GET per product, an MGET per batch)", ("catalog", "redis"),
+           acts_in=("server", "state")),
     Switch("pool", _P, "07_tail_latency", "threads that run the blocking SQLite work", range=(1, 1024),
            default=40, hint="the thread-pool size, as Starlette's; try 1 or 2 for SQLite work",
            acts_in=("state",)),
@@ -225,6 +229,10 @@ def resolve(variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {s.name: s.default for s in TABLE}
     for name, value in (variants or {}).items():
         out[name] = check(name, value, SWITCHES, "toyshop's")
+    if out["store"] == "redis" and out["cache"] == "redis":
+        raise BadInputError("cache=redis copies product details into a Redis, and with store=redis they already live "
+                            "in one: start with cache=local to keep them in the process (lab 08's lesson) or "
+                            "cache=none to read the store every time")
     if out["alloc"] == "census":  # the census is process-wide: one request at a time, so one pool thread
         out["pool"] = 1
     return out
