@@ -73,6 +73,15 @@ def test_a_load_that_fails_part_way_leaves_the_store_as_it_was(store, products) 
     assert len(catalog.get_many(products)) == len(products)
 
 
+def test_a_load_the_server_refuses_is_a_clear_error_and_keeps_nothing(products) -> None:
+    with Redis.start(settings={"maxmemory": "1mb"}) as server, server.client() as client:  # too small for them
+        with pytest.raises(ServiceError, match="nothing of the load was kept.*maxmemory"):
+            redisstore.load(client, products)
+        assert client.dbsize() == 0
+        with pytest.raises(BadInputError, match="holds no loaded catalog"):
+            redisstore.RedisCatalog(server.socket)
+
+
 def test_writes_bump_the_version_feed_the_changes_and_refuse_bad_fields(store, products) -> None:
     _, catalog = store
     assert catalog.changes(0) == (0, [])

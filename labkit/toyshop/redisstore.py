@@ -65,13 +65,21 @@ return version
 def load(client: Any, products: Mapping[int, Mapping[str, Any]]) -> int:
     """Replace everything in the Redis of ``client`` (a redis-py client) with ``products`` (``{id: details}``,
     :func:`labkit.toyshop.productstore.load_products`), at version 0, in one transaction: a load that fails part
-    way leaves nothing behind. Returns the number of products."""
+    way leaves nothing behind. Returns the number of products. Raises ServiceError when the server does not take
+    the load (stopped, out of memory), with its answer."""
+    import redis
+
     with client.pipeline(transaction=True) as pipe:
         pipe.flushdb()
         for pid, product in products.items():
             pipe.set(KEY.format(int(pid)), orjson.dumps(dict(product)))
         pipe.set(VERSION, 0)
-        pipe.execute()
+        try:
+            pipe.execute()
+        except (redis.RedisError, OSError) as exc:
+            raise ServiceError(f"loading {len(products):,} products into the Redis failed, and nothing of the load "
+                               f"was kept: {type(exc).__name__}: {exc}. Is the server running, with memory for "
+                               "them (its maxmemory)?") from exc
     return len(products)
 
 
