@@ -11,6 +11,9 @@ Modules (import the one you need; nothing heavy is imported here, so the service
   :mod:`labkit.toyshop.state` (connections, the pool, the caches); they answer through
   :mod:`labkit.toyshop.pipeline`, ``/stats`` counts in :mod:`labkit.toyshop.inflight`, ``/quote`` and
   ``/statement`` read and render with :mod:`labkit.toyshop.quote` and :mod:`labkit.toyshop.statement`
+- :mod:`labkit.toyshop.backends`: the real servers some switches put behind it (a private PostgreSQL, a private
+  Redis); :mod:`labkit.toyshop.redisstore`: the products kept in that Redis (``store=redis``),
+  :mod:`labkit.toyshop.rediscache`: cached there (``cache=redis``)
 - :mod:`labkit.toyshop.switches`: its switches (the one table; for users: ``docs/switches.md``)
 - :mod:`labkit.toyshop.core`: the performance core (pricing, encoding, caching)
 
