@@ -316,7 +316,7 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
         size: dataset size (``small``, ``default``, ``large``); built on first use.
         variants: the process's switches, ``{name: value}``: defaults for the request switches (a request may
             override them) and the process-only ones. Every switch, its values and default:
-            ``docs/switches.md`` (the table: :data:`labkit.toyshop.switches.TABLE`). Two start a real server
+            ``docs/switches.md`` (the table: :data:`labkit.toyshop.switches.TABLE`). Three start a real server
             beside the service, stopped with it: ``db=postgres`` a private PostgreSQL loaded with the dataset
             (``svc.postgres``), ``cache=redis`` a private Redis (``svc.redis``) for the product cache, and
             ``store=redis`` a private Redis (``svc.redis``, kept on disk) loaded with the products, which the order
@@ -347,6 +347,10 @@ def start(*, size: str = "small", variants: Mapping[str, Any] | None = None, cat
     if catalog_delay_ms < 0 or io_threads < 1 or max_connections < 1:
         raise BadInputError("start() needs catalog_delay_ms >= 0, io_threads >= 1 and max_connections >= 1 "
                             f"(got {catalog_delay_ms}, {io_threads}, {max_connections})")
+    if catalog_delay_ms and settings["store"] == "redis":
+        raise BadInputError(f"catalog_delay_ms={catalog_delay_ms} emulates a farther catalog process, and with "
+                            "store=redis the order service reads its products from Redis, not from the catalog: "
+                            "leave catalog_delay_ms out")
     db = Path(db_path) if db_path is not None else ensure(size)
     postgres = redis = None
     if settings["db"] == "postgres":  # a private PostgreSQL, loaded with the dataset before the service starts

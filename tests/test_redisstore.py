@@ -141,6 +141,8 @@ def test_the_service_on_the_redis_store_answers_as_on_the_catalog_through_an_out
 
     with pytest.raises(BadInputError, match="already live"):
         start(size="small", variants={"store": "redis", "cache": "redis"})
+    with pytest.raises(BadInputError, match="leave catalog_delay_ms out"):
+        start(size="small", variants={"store": "redis"}, catalog_delay_ms=1.0)
     paths = ["/customers/5/export?n1=naive", "/customers/5/export?n1=batched", "/customers/5/export?n1=join",
              "/customers/5/export?n1=batched&io=concurrent", "/orders/5", "/customers/5/export?cache=local"]
     with start(size="small") as ref, start(size="small", variants={"store": "redis"}) as svc:
