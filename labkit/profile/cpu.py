@@ -212,6 +212,11 @@ _MACOS_HELP = ("py-spy has no permission to read that process: on macOS it needs
 
 def _attach_error(pid: int, said: str) -> ProbeUnavailable:
     low = said.lower()
+    if "not supported on your platform" in low:  # py-spy attached, but cannot unwind C frames here (macOS)
+        return ProbeUnavailable(f"py-spy cannot read native (C) frames of pid {pid} on this platform ({sys.platform}: "
+                                "py-spy's --native is not offered everywhere, macOS among the places): profile without "
+                                "native=True — every Python frame is still there, only C frames such as the garbage "
+                                "collector's are not")
     if "permission" in low or "operation not permitted" in low or "ptrace" in low:
         return ProbeUnavailable(f"cannot profile pid {pid}: {_MACOS_HELP if sys.platform == 'darwin' else _PTRACE_HELP}")
     if "check that the process is running" in low or "no such process" in low or "no such file" in low:
