@@ -149,6 +149,37 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.slow)
 
 
+class _GroupGuard:
+    """After every plugin has had the items: in a pytest-xdist worker under ``--dist loadgroup``, every test marked
+    with a group must carry it in its id (``…@group``), which is what the scheduler reads. pytest 9.2 moved a node's
+    id where pytest-xdist 3.8 cannot append to it, and nothing complained: each notebook ran once per worker and
+    the suite took half as long again. Now each such test fails, saying so."""
+
+    problem: str | None = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        yield
+        if not getattr(config.option, "loadgroup", False):
+            return
+        lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+        if lost:
+            import xdist
+
+            self.problem = (
+                f"pytest-xdist's --dist loadgroup did not group {len(lost)} tests: pytest {pytest.__version__} with "
+                f"pytest-xdist {xdist.__version__} ignore the groups, so every notebook would run once per worker. "
+                "Install the versions pyproject.toml's test extra allows (make setup).")
+
+    def pytest_runtest_setup(self, item):
+        if self.problem and item.get_closest_marker("xdist_group"):
+            pytest.fail(self.problem, pytrace=False)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_GroupGuard(), "perflab-xdist-group-guard")
+
+
 _NOTEBOOK_TIMES: dict[str, tuple[float, float]] = {}
 
 
