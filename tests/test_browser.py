@@ -173,9 +173,13 @@ def _stop_kernels(lab) -> None:
         urllib.request.urlopen(urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE"), timeout=30)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator:
-    """One headless Chromium per session (per worker); each test opens its own context (cookies, offline) in it."""
+    """One headless Chromium for a run of this module's tests; each test opens its own context (cookies, offline)
+    in it. Not one per session: a lab's browser test runs beside its papermill test, in the middle of the worker's
+    other tests, and while Playwright's sync API is open the thread counts as inside a running event loop — every
+    later ``asyncio.run`` (the load generator, the hub's tests) would fail. pytest closes a module's fixture as soon
+    as the next test is another module's."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -371,8 +375,13 @@ def _assert_flame_graphs_drawn(page) -> None:
     frames = page.locator("iframe.labkit-frame")
     assert frames.count() == 2, "py-spy's and memray's own flame graphs"
     frames.nth(0).scroll_into_view_if_needed()
+    box = frames.nth(0).bounding_box()
+    assert box is not None and box["height"] > 100, f"py-spy's frame is laid out {box}"
     spy = page.frame_locator("iframe.labkit-frame").nth(0)
-    spy.locator("svg rect").nth(5).wait_for(timeout=60_000)     # py-spy's SVG: one rect per frame
+    # py-spy's SVG, one rect per frame, loaded from its data: URL; "attached", not "visible": a suite run saw its
+    # rects reported hidden for 60 s in a frame laid out at full size (once in three), a layout flake, not a page
+    # that failed to load
+    spy.locator("svg rect").nth(5).wait_for(state="attached", timeout=60_000)
     assert spy.locator("svg rect").count() > 5
     frames.nth(1).scroll_into_view_if_needed()
     mem = page.frame_locator("iframe.labkit-frame").nth(1)

@@ -28,6 +28,8 @@ again finds every product and every write it had acknowledged.
 from __future__ import annotations
 
 import functools
+import random
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -154,7 +156,10 @@ class RedisCatalog(_Base):
         type (as the catalog's ``PATCH`` does)."""
         pid = int(product_id)
         key = KEY.format(pid)
-        for _ in range(_WRITE_TRIES):
+        for attempt in range(_WRITE_TRIES):
+            if attempt:  # another write won the race: back off a random while, longer each time, so that the
+                # writers spread out instead of colliding again (a thread can otherwise lose every round on a busy CPU)
+                time.sleep(random.uniform(0, 0.0005 * 2 ** min(attempt, 6)))
             old = self._redis(f"read product {pid}", lambda: self.client.get(key))
             if old is None:
                 return None
