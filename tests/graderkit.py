@@ -795,6 +795,13 @@ def should_pass(case: str) -> bool:
     return case == "reference" or case.startswith("also: ")
 
 
+def _timed_only(grade: CheckResult) -> bool:
+    """Whether every item a grade failed on is a timed one (a budget or a speed-up), none of correctness or the
+    prediction: the only verdicts a busy machine can change."""
+    bad = [i for i in grade.items if not i.ok]
+    return bool(bad) and all(i.criterion not in ("correctness", "prediction", None, "") for i in bad)
+
+
 def assert_grader(grade: Callable[..., CheckResult], reference: Callable[..., Any],
                   baseline: Callable[..., Any], wrong: Callable[..., Any],
                   cheats: Mapping[str, Callable[..., Any]], experiment: Callable[[], Any] | None = None,
@@ -805,6 +812,12 @@ def assert_grader(grade: Callable[..., CheckResult], reference: Callable[..., An
     if not cheats:
         raise AssertionError("a grader test needs its cheats: at least memoised and hard_coded")
     for v in run_cases(grade, reference, baseline, wrong, cheats, experiment, others):
+        if should_pass(v.case) and not v.passed and _timed_only(v.grade):
+            # an honest solution refused only on a timed criterion is checked once more, as a learner on a busy
+            # machine would (the other worker's test runs beside it); it must pass then. A cheat gets no second try.
+            fn = reference if v.case == "reference" else (others or {})[v.case.removeprefix("also: ")]
+            again = grade(fn) if experiment is None else grade(fn, experiment())
+            v = Verdict(v.case, again.passed, again)
         if should_pass(v.case):
             assert v.passed, f"the {v.case} solution must pass:\n{v.grade}"
             if experiment is not None:
