@@ -169,16 +169,22 @@ def lab(tmp_path_factory) -> Iterator[SimpleNamespace]:
         _wait_until(lambda: _up(f"{url}/api/status"), 90, "JupyterLab did not start")
         yield SimpleNamespace(url=url, root=tmp / "notebooks", data=tmp / "data")
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, 15)
-        _stopped_within(server, 20) or _stopped_within(server, 5, kill=True)
+        _stop(server)
 
 
-def _stopped_within(proc: psutil.Process, secs: float, *, kill: bool = False) -> bool:
-    """True once ``proc`` (not this process's child: no wait() for it) is gone or a zombie, waiting ``secs``."""
-    if kill:
+def _stop(server: psutil.Process) -> None:
+    """Stop a server that is not this process's child (no wait() for it): SIGTERM to its session's group, up to
+    20 s for it to go, then SIGKILL and up to 5 s more."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, 15)
+    if not _gone_within(server, 20):
         with contextlib.suppress(psutil.Error):
-            proc.kill()
+            server.kill()
+        _gone_within(server, 5)
+
+
+def _gone_within(proc: psutil.Process, secs: float) -> bool:
+    """True once ``proc`` is gone or a zombie (its new parent reaps it), polling for up to ``secs``."""
     deadline = time.monotonic() + secs
     while time.monotonic() < deadline:
         try:
